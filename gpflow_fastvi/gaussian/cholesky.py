@@ -1,0 +1,53 @@
+"""Cholesky factorisation with jitter that escalates, and a clear error when jitter cannot help."""
+from typing import Optional
+
+import gpflow
+import tensorflow as tf
+from check_shapes import check_shapes
+
+JITTER_ESCALATION = tuple(10.0**k for k in range(-8, -1))
+"""Extra jitter tried in turn, relative to the matrix's mean diagonal, when the first factorisation fails."""
+
+
+@check_shapes("K: [M, M]", "return: [M, M]")
+def robust_cholesky(K: tf.Tensor, *, jitter: Optional[float] = None, what: str = "matrix") -> tf.Tensor:
+    """
+    Return L with L Lᵀ = K + jitter·I, adding more jitter only if that factorisation fails.
+
+    The first attempt uses ``jitter`` (default :func:`gpflow.config.default_jitter`, the jitter GPflow
+    itself adds to Kuu), so results match GPflow's models exactly whenever K is well conditioned.
+    If it fails, jitter of 10⁻⁸ … 10⁻² times the mean diagonal is tried in turn; if even the largest
+    fails the call raises ``tf.errors.InvalidArgumentError`` naming ``what`` and the usual causes.
+    Gradients flow through the factorisation that succeeded.
+
+    :param jitter: diagonal added on the first attempt; pass 0.0 for matrices such as
+        B = I + A W Aᵀ that are positive definite by construction.
+    :param what: the matrix's name in the error message, e.g. ``"Kmm"``.
+    """
+    if jitter is None:
+        jitter = gpflow.config.default_jitter()
+    M = tf.shape(K)[-1]
+    eye = tf.eye(M, dtype=K.dtype)
+    first = tf.linalg.cholesky(K + tf.cast(jitter, K.dtype) * eye)
+
+    def factorised(L: tf.Tensor) -> tf.Tensor:
+        return tf.reduce_all(tf.math.is_finite(tf.linalg.diag_part(L)))
+
+    def escalate() -> tf.Tensor:
+        scale = tf.stop_gradient(tf.reduce_mean(tf.abs(tf.linalg.diag_part(K))))
+        extra = tf.constant(JITTER_ESCALATION, dtype=K.dtype) * scale + tf.cast(jitter, K.dtype)
+
+        def not_done(i: tf.Tensor) -> tf.Tensor:
+            trial = tf.linalg.cholesky(tf.stop_gradient(K) + extra[i] * eye)
+            return tf.logical_and(i < len(JITTER_ESCALATION) - 1, tf.logical_not(factorised(trial)))
+
+        i = tf.while_loop(not_done, lambda i: (i + 1,), (tf.constant(0),))[0]
+        L = tf.linalg.cholesky(K + extra[i] * eye)
+        return tf.debugging.assert_all_finite(
+            L,
+            f"Cholesky factorisation of {what} failed even with jitter of 1e-2 times its mean "
+            "diagonal: the matrix is far from positive definite. Usual causes: duplicate inducing "
+            "inputs, a kernel variance or lengthscale that collapsed to 0, or NaN in the data.",
+        )
+
+    return tf.cond(factorised(first), lambda: first, escalate)

@@ -1,0 +1,98 @@
+"""
+Sufficient statistics of Gaussian sites: the only place where the data enter the shared algebra.
+
+With L = chol(Kmm) and A = L⁻¹ Kmn, a set of sites (a, b, w) on the zero-mean process g is summarised by
+
+    A W Aᵀ [M, M],   A b [M, 1],   Σ aᵢ,   Σ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ),    Qnn,ᵢᵢ = ‖A[:, i]‖²,
+
+all sums over data points. They are the statistics Kmn W Knm and Kmn b of the design notes written in
+the frame whitened by L, where Kmm becomes I: the collapsed bound and the optimal q(u) then need only
+one more Cholesky factor, LB = chol(I + A W Aᵀ), and never the ill-conditioned Kmm + Kmn W Knm.
+"""
+from typing import Tuple
+
+import gpflow
+import tensorflow as tf
+from check_shapes import check_shapes
+
+from ..types import Sites, SiteStatistics
+
+
+@check_shapes(
+    "X: [N, D]",
+    "L: [M, M]",
+    "return[0]: [M, N]",
+    "return[1]: [N]",
+)
+def whitened_projection(
+    kernel: gpflow.kernels.Kernel,
+    inducing_variable: gpflow.inducing_variables.InducingVariables,
+    X: tf.Tensor,
+    L: tf.Tensor,
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """A = L⁻¹ Kmn and the prior variances Knn,ᵢᵢ of the points ``X``."""
+    Kmn = gpflow.covariances.Kuf(inducing_variable, kernel, X)  # [M, N]
+    A = tf.linalg.triangular_solve(L, Kmn, lower=True)  # A = L⁻¹ Kmn
+    Knn_diag = kernel(X, full_cov=False)  # [N]
+    return A, Knn_diag
+
+
+@check_shapes(
+    "sites.a: [N, 1]",
+    "sites.b: [N, 1]",
+    "sites.w: [N, 1]",
+    "prior_mean: [N, 1]",
+    "return.a: [N, 1]",
+)
+def shift_sites(sites: Sites, prior_mean: tf.Tensor) -> Sites:
+    """
+    Re-express sites on f = μ(x) + g as sites on the zero-mean process g.
+
+    a + b(μ + g) − w(μ + g)²/2 = (a + bμ − wμ²/2) + (b − wμ) g − w g²/2.
+    """
+    a = sites.a + sites.b * prior_mean - 0.5 * sites.w * tf.square(prior_mean)
+    b = sites.b - sites.w * prior_mean
+    return Sites(a=a, b=b, w=sites.w)
+
+
+@check_shapes(
+    "A: [M, N]",
+    "Knn_diag: [N]",
+    "sites.a: [N, 1]",
+    "sites.b: [N, 1]",
+    "sites.w: [N, 1]",
+    "return.AWAt: [M, M]",
+    "return.Ab: [M, 1]",
+    "return.sum_a: []",
+    "return.trace: []",
+)
+def statistics_from_projection(A: tf.Tensor, Knn_diag: tf.Tensor, sites: Sites) -> SiteStatistics:
+    """The site statistics of one batch, given its projection A = L⁻¹ Kmn."""
+    w = sites.w[:, 0]  # [N]
+    AWAt = tf.linalg.matmul(A * w, A, transpose_b=True)  # A W Aᵀ                  [M, M]
+    Ab = tf.linalg.matmul(A, sites.b)  # A b                                         [M, 1]
+    Qnn_diag = tf.reduce_sum(tf.square(A), axis=0)  # Qnn,ᵢᵢ = ‖aᵢ‖²               [N]
+    trace = tf.reduce_sum(w * (Knn_diag - Qnn_diag))  # Σ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ)
+    return SiteStatistics(AWAt=AWAt, Ab=Ab, sum_a=tf.reduce_sum(sites.a), trace=trace)
+
+
+@check_shapes(
+    "X: [N, D]",
+    "sites.a: [N, 1]",
+    "L: [M, M]",
+    "return.AWAt: [M, M]",
+)
+def site_statistics(
+    kernel: gpflow.kernels.Kernel,
+    inducing_variable: gpflow.inducing_variables.InducingVariables,
+    X: tf.Tensor,
+    sites: Sites,
+    L: tf.Tensor,
+) -> SiteStatistics:
+    """
+    The site statistics of the points ``X`` (sites on the zero-mean process), in O(N M²) time and
+    O(N M) memory. Statistics of disjoint batches add up; see
+    :func:`gpflow_fastvi.gaussian.batching.sum_over_batches`.
+    """
+    A, Knn_diag = whitened_projection(kernel, inducing_variable, X, L)
+    return statistics_from_projection(A, Knn_diag, sites)

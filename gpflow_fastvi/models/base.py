@@ -1,0 +1,299 @@
+"""
+:class:`GaussianSitesModel`: the state and plumbing every data-holding Gaussian-site model shares.
+
+A subclass supplies only its site rule (the site parameters it owns, how they give sites, and their
+closed-form update from q(f)); everything else — statistics, collapsed bound, optimal q(u), the SVGP
+yardstick ELBO and predictions — is the shared algebra of :mod:`gpflow_fastvi.gaussian`.
+"""
+import abc
+from typing import Any, Optional, Tuple
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+from check_shapes import inherit_check_shapes
+from gpflow.base import InputData, MeanAndVariance, Parameter, RegressionData
+from gpflow.models import GPModel
+from gpflow.models.training_mixins import InternalDataTrainingLossMixin
+from gpflow.posteriors import BasePosterior, PrecomputeCacheType
+from gpflow.utilities import triangular
+
+from ..exceptions import InvalidDataError
+from ..gaussian import (
+    CollapsedBound,
+    collapsed_bound,
+    collapsed_factors,
+    map_over_batches,
+    optimal_marginals,
+    optimal_q,
+    robust_cholesky,
+    shift_sites,
+    site_statistics,
+    statistics_from_projection,
+    sum_over_batches,
+    whitened_projection,
+)
+from ..inducing import InducingSpec, make_inducing_variable
+from ..types import Sites, SiteStatistics
+
+
+def _as_float_array(value: Any, name: str) -> np.ndarray:
+    """A float copy of ``value`` in GPflow's default float, or a clear error."""
+    try:
+        array = np.array(value, dtype=gpflow.config.default_float())
+    except (TypeError, ValueError) as error:
+        raise InvalidDataError(f"{name} must be a numeric array; {error}") from error
+    if array.ndim != 2:
+        raise InvalidDataError(f"{name} must be a rank-2 array; got shape {list(array.shape)}.")
+    if not np.all(np.isfinite(array)):
+        bad = int(np.sum(~np.all(np.isfinite(array), axis=1)))
+        raise InvalidDataError(f"{name} contains NaN or infinite values (in {bad} rows).")
+    return array
+
+
+class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.ABCMeta):
+    r"""
+    Base class of sparse GP models whose likelihood is replaced by Gaussian sites
+    aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2, holding their data like :class:`gpflow.models.SGPR`.
+
+    Notation (as in the papers and :mod:`gpflow_fastvi.gaussian`): X [N, D] inputs, Y [N, 1]
+    targets, Z [M, D] inducing inputs, u = f(Z), Kmm = L Lᵀ, A = L⁻¹ Kmn, B = I + A W Aᵀ = LB LBᵀ.
+
+    State: the kernel and mean-function hyperparameters θ and the site parameters (for example ξ)
+    define the model; ``q_mu`` and ``q_sqrt`` hold q(u) exactly as in :class:`gpflow.models.SVGP`
+    (whitened when ``whiten=True``) and are set in closed form to the optimum for the current θ and
+    site parameters by :meth:`update_q`, by :meth:`training_loss` and by
+    :func:`gpflow_fastvi.fit`. They are not trainable: an optimiser never moves them.
+    """
+
+    def __init__(
+        self,
+        data: RegressionData,
+        kernel: gpflow.kernels.Kernel,
+        likelihood: gpflow.likelihoods.Likelihood,
+        inducing_variable: InducingSpec,
+        *,
+        mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
+        whiten: bool = True,
+        train_inducing: bool = False,
+        batch_size: Optional[int] = None,
+        kmeans_seed: int = 0,
+    ):
+        """
+        :param data: ``(X, Y)`` with X [N, D] and Y [N, 1]. Copied; the caller's arrays are untouched.
+        :param inducing_variable: a GPflow inducing variable, an array Z [M, D], or an int M for M
+            k-means centres of X (seeded by ``kmeans_seed``).
+        :param whiten: store q(u) whitened by chol(Kmm), as :class:`gpflow.models.SVGP` does by default.
+        :param train_inducing: optimise the inducing inputs with the hyperparameters. Off by default:
+            the papers keep them fixed at k-means centres.
+        :param batch_size: accumulate the site statistics over batches of this many points, so that
+            memory is O(batch_size · M) instead of O(N · M); ``None`` processes all points at once.
+        """
+        X, Y = self._validate_data(data)
+        if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
+            raise ValueError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
+        inducing_variable = make_inducing_variable(inducing_variable, X, seed=kmeans_seed)
+        super().__init__(kernel, likelihood, mean_function, num_latent_gps=1)
+        self.data = gpflow.models.util.data_input_to_tensor((X, Y))
+        self.num_data = X.shape[0]
+        self.inducing_variable = inducing_variable
+        gpflow.set_trainable(self.inducing_variable, train_inducing)
+        self.whiten = whiten
+        self.batch_size = None if batch_size is None else int(batch_size)
+        M = self.inducing_variable.num_inducing
+        # q(u) starts at SVGP's initial value and is set in closed form from then on.
+        self.q_mu = Parameter(np.zeros((M, 1)), dtype=gpflow.config.default_float(), trainable=False)
+        self.q_sqrt = Parameter(
+            np.eye(M)[None], transform=triangular(), dtype=gpflow.config.default_float(), trainable=False
+        )
+
+    # ----------------------------------------------------------------------------------------------
+    # What a subclass provides: its site rule.
+
+    @property
+    @abc.abstractmethod
+    def site_parameters(self) -> Tuple[Parameter, ...]:
+        """The per-point site parameters, each [N, 1] (ξ for Jaakkola–Jordan)."""
+
+    @abc.abstractmethod
+    def site_rule(self, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
+        """Sites (a, b, w) on f for targets Y (as stored in :attr:`data`) and site parameters."""
+
+    @abc.abstractmethod
+    def site_update(self, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+        """The site parameters that are optimal for q(f) = N(Fmu, Fvar) at the training points."""
+
+    def _validate_targets(self, Y: np.ndarray) -> np.ndarray:
+        """Check targets [N, 1] and return them in the convention of :attr:`likelihood`."""
+        return Y
+
+    # ----------------------------------------------------------------------------------------------
+    # Input checks.
+
+    def _validate_data(self, data: RegressionData) -> Tuple[np.ndarray, np.ndarray]:
+        if not isinstance(data, (tuple, list)) or len(data) != 2:
+            raise InvalidDataError("data must be a tuple (X, Y) with X [N, D] and Y [N, 1].")
+        X = _as_float_array(data[0], "X")
+        Y = _as_float_array(data[1], "Y")
+        if Y.shape[1] != 1:
+            raise InvalidDataError(f"Y must have shape [N, 1]; got {list(Y.shape)}.")
+        if X.shape[0] != Y.shape[0]:
+            raise InvalidDataError(
+                f"X and Y must have the same number of rows; got {X.shape[0]} and {Y.shape[0]}."
+            )
+        if X.shape[0] == 0:
+            raise InvalidDataError("data is empty: X and Y have no rows.")
+        return X, self._validate_targets(Y)
+
+    def _targets_for_likelihood(self, Y: tf.Tensor) -> tf.Tensor:
+        """Targets given at prediction time, converted like the training targets when they are concrete."""
+        if tf.is_tensor(Y) and not hasattr(Y, "numpy"):
+            return Y  # symbolic (inside tf.function): must already be in the likelihood's convention
+        return tf.convert_to_tensor(self._validate_targets(_as_float_array(Y, "Y")))
+
+    # ----------------------------------------------------------------------------------------------
+    # The shared algebra, wired to this model's state.
+
+    def _site_parameter_values(self) -> Tuple[tf.Tensor, ...]:
+        return tuple(tf.convert_to_tensor(p) for p in self.site_parameters)
+
+    def _sites_on_g(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
+        """The sites of the points X moved onto the zero-mean process g = f − μ(X)."""
+        return shift_sites(self.site_rule(Y, *site_parameters), self.mean_function(X))
+
+    def Kmm_cholesky(self) -> tf.Tensor:
+        """L = chol(Kmm + jitter), with jitter that escalates if needed."""
+        Kmm = gpflow.covariances.Kuu(self.inducing_variable, self.kernel)
+        return robust_cholesky(Kmm, what="Kmm")
+
+    def site_statistics(
+        self, L: tf.Tensor, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None
+    ) -> SiteStatistics:
+        """The site statistics of all the data (in batches of :attr:`batch_size`)."""
+        X, Y = self.data
+        if site_parameters is None:
+            site_parameters = self._site_parameter_values()
+
+        def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
+            *params, L = rest
+            sites = self._sites_on_g(X, Y, *params)
+            return site_statistics(self.kernel, self.inducing_variable, X, sites, L)
+
+        return sum_over_batches(batch_statistics, (X, Y, *site_parameters), self.batch_size, (L,))
+
+    def collapsed_bound(self) -> CollapsedBound:
+        """The model's own objective as its named terms (see :mod:`gpflow_fastvi.gaussian.collapsed`)."""
+        stats = self.site_statistics(self.Kmm_cholesky())
+        return collapsed_bound(stats, collapsed_factors(stats))
+
+    def maximum_log_likelihood_objective(self) -> tf.Tensor:
+        """The collapsed bound at the current hyperparameters and site parameters."""
+        return self.collapsed_bound().total
+
+    def _bound_and_store_q(self) -> tf.Tensor:
+        """The collapsed bound, storing its maximiser q(u) in ``q_mu``/``q_sqrt`` on the way."""
+        L = self.Kmm_cholesky()
+        stats = self.site_statistics(L)
+        factors = collapsed_factors(stats)
+        q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
+        self.q_mu.assign(tf.stop_gradient(q_mu))
+        self.q_sqrt.assign(tf.stop_gradient(q_sqrt))
+        return collapsed_bound(stats, factors).total
+
+    def training_loss(self) -> tf.Tensor:
+        """
+        −(collapsed bound + log prior density of the parameters): the method's own objective, ready
+        for ``gpflow.optimizers.Scipy().minimize(model.training_loss, model.trainable_variables)``.
+
+        Evaluating it also stores the optimal q(u) for the parameters it was evaluated at, so after
+        any optimiser has run, :meth:`predict_f` and :meth:`elbo` use the q(u) that goes with the
+        optimised parameters.
+        """
+        return -(self._bound_and_store_q() + self.log_prior_density())
+
+    def update_q(self) -> tf.Tensor:
+        """Set q(u) to its closed-form optimum for the current parameters; return the collapsed bound."""
+        return self._bound_and_store_q()
+
+    def update_sites(self, num_updates: int = 1) -> None:
+        """
+        Closed-form coordinate ascent on the site parameters: ``num_updates`` times, form the optimal
+        q(u) for the current sites and set the site parameters to their optimum for its marginals
+        q(fᵢ). Each update can only raise the collapsed bound. Hyperparameters are left alone.
+        """
+        X, Y = self.data
+        L = self.Kmm_cholesky()
+        params = self._site_parameter_values()
+        if self.batch_size is None:
+            A, Knn_diag = whitened_projection(self.kernel, self.inducing_variable, X, L)  # once
+            mean = self.mean_function(X)
+            for _ in range(num_updates):
+                sites = shift_sites(self.site_rule(Y, *params), mean)
+                factors = collapsed_factors(statistics_from_projection(A, Knn_diag, sites))
+                Gmu, Fvar = optimal_marginals(A, Knn_diag, factors)
+                params = self.site_update(Y, Gmu + mean, Fvar)
+        else:
+            for _ in range(num_updates):
+                factors = collapsed_factors(self.site_statistics(L, params))
+
+                def batch_update(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+                    A, Knn_diag = whitened_projection(self.kernel, self.inducing_variable, X, L)
+                    Gmu, Fvar = optimal_marginals(A, Knn_diag, factors)
+                    return self.site_update(Y, Gmu + self.mean_function(X), Fvar)
+
+                params = map_over_batches(batch_update, (X, Y), self.batch_size)
+        for parameter, value in zip(self.site_parameters, params):
+            parameter.assign(value)
+
+    # ----------------------------------------------------------------------------------------------
+    # The SVGP yardstick and predictions, exactly as in gpflow.models.SVGP.
+
+    def elbo(self) -> tf.Tensor:
+        """
+        The standard SVGP ELBO at the model's current q(u): Σᵢ E_q[log p(yᵢ | fᵢ)] − KL[q(u) ‖ p(u)],
+        the expectations by the likelihood's own (Gauss–Hermite) quadrature. This is the yardstick
+        to compare with :class:`gpflow.models.SVGP`; for a bound-based model it is ≥ the bound.
+        """
+        X, Y = self.data
+
+        def batch_expectations(X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+            Fmu, Fvar = self.predict_f(X)
+            return tf.reduce_sum(self.likelihood.variational_expectations(X, Fmu, Fvar, Y))
+
+        var_exp = sum_over_batches(batch_expectations, (X, Y), self.batch_size)
+        kl = gpflow.kullback_leiblers.prior_kl(
+            self.inducing_variable, self.kernel, self.q_mu, self.q_sqrt, whiten=self.whiten
+        )
+        return var_exp - kl
+
+    def posterior(
+        self, precompute_cache: PrecomputeCacheType = PrecomputeCacheType.TENSOR
+    ) -> BasePosterior:
+        """GPflow's posterior object for the current q(u), as :meth:`gpflow.models.SVGP.posterior`."""
+        return gpflow.posteriors.create_posterior(
+            self.kernel,
+            self.inducing_variable,
+            self.q_mu,
+            self.q_sqrt,
+            whiten=self.whiten,
+            mean_function=self.mean_function,
+            precompute_cache=precompute_cache,
+        )
+
+    @inherit_check_shapes
+    def predict_f(
+        self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> MeanAndVariance:
+        return self.posterior(PrecomputeCacheType.NOCACHE).fused_predict_f(
+            Xnew, full_cov=full_cov, full_output_cov=full_output_cov
+        )
+
+    @inherit_check_shapes
+    def predict_log_density(
+        self, data: RegressionData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> tf.Tensor:
+        """log ∫ p(y* | f*) q(f*) df* at test points, targets converted as at construction."""
+        X, Y = data
+        return super().predict_log_density(
+            (X, self._targets_for_likelihood(Y)), full_cov=full_cov, full_output_cov=full_output_cov
+        )

@@ -1,0 +1,108 @@
+"""
+Training plans: what one outer iteration of :func:`gpflow_fastvi.fit` does for a given model.
+
+A plan is a compiled step and nothing else; the loop around it (tolerance, budget, trace, progress)
+lives in :mod:`gpflow_fastvi.training.loops` and is the same for every model.
+"""
+from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Sequence
+
+import gpflow
+import numpy as np
+import scipy.optimize
+import tensorflow as tf
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..models.base import GaussianSitesModel
+
+
+class TrainingPlan(NamedTuple):
+    """One outer iteration of a model's training algorithm, and its defaults."""
+
+    method: str
+    """The algorithm's name, recorded in the trace."""
+    step: Callable[[], float]
+    """Runs one outer iteration and returns the model's objective (to be maximised) after it."""
+    max_iter: int
+    """Default cap on outer iterations."""
+    tol: float
+    """Default relative tolerance on the change of the objective between outer iterations."""
+
+
+class LBFGSStage:
+    """
+    A few L-BFGS-B evaluations of a loss over some variables, compiled once and reused by every
+    outer iteration (GPflow's ``Scipy().minimize`` would retrace on each call).
+    """
+
+    def __init__(self, loss: Callable[[], tf.Tensor], variables: Sequence[tf.Variable], maxfun: int):
+        self.variables = tuple(variables)
+        self.maxfun = maxfun
+        self._func = gpflow.optimizers.Scipy().eval_func(
+            loss, self.variables, tf_fun_args={}, compile=True
+        )
+
+    def __call__(self) -> scipy.optimize.OptimizeResult:
+        x0 = gpflow.optimizers.Scipy.initial_parameters(self.variables).numpy()
+        result = scipy.optimize.minimize(
+            self._func, x0, jac=True, method="L-BFGS-B", options={"maxfun": self.maxfun}
+        )
+        x = result.x if np.all(np.isfinite(result.x)) else x0
+        values = gpflow.optimizers.Scipy.unpack_tensors(self.variables, tf.constant(x))
+        gpflow.optimizers.Scipy.assign_tensors(self.variables, values)
+        return result
+
+
+_METHODS = {
+    # method: (closed-form site updates?, site parameters in L-BFGS-B?, default maxfun)
+    "analytic": (True, False, 5),
+    "full": (False, True, 20),
+    "hybrid": (True, True, 5),
+}
+
+
+def alternating_plan(
+    model: "GaussianSitesModel",
+    *,
+    method: str,
+    n_upd: int,
+    maxfun: Optional[int],
+    site_variables: List[tf.Variable],
+    max_iter: int = 1000,
+    tol: float = 1e-6,
+) -> TrainingPlan:
+    """
+    The alternating scheme of :cite:t:`izmailov2017faster` (Algorithm 1) and its variants:
+
+    1. ``n_upd`` closed-form updates of the site parameters and q(u) (``analytic``, ``hybrid``);
+    2. L-BFGS-B for at most ``maxfun`` evaluations of the collapsed bound, over the trainable
+       hyperparameters (``analytic``) or over them and the site parameters (``full``, ``hybrid``);
+    3. q(u) set to its optimum for the new parameters, and the bound returned.
+
+    Steps 1 and 3 cannot lower the bound and step 2 is a descent method on −bound, so the
+    objective is non-decreasing up to L-BFGS-B's line-search tolerance.
+    """
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {sorted(_METHODS)}; got {method!r}.")
+    if not isinstance(n_upd, (int, np.integer)) or n_upd < 1:
+        raise ValueError(f"n_upd must be a positive integer; got {n_upd!r}.")
+    closed_form_sites, sites_in_lbfgs, default_maxfun = _METHODS[method]
+    maxfun = default_maxfun if maxfun is None else maxfun
+    if not isinstance(maxfun, (int, np.integer)) or maxfun < 1:
+        raise ValueError(f"maxfun must be a positive integer; got {maxfun!r}.")
+
+    site_ids = {id(v) for v in site_variables}
+    variables = [v for v in model.trainable_variables if id(v) not in site_ids]
+    if sites_in_lbfgs:
+        variables += site_variables
+    lbfgs = LBFGSStage(model._training_loss, variables, int(maxfun)) if variables else None
+    update_sites = tf.function(lambda: model.update_sites(int(n_upd)))
+    update_q = tf.function(model.update_q)
+
+    def step() -> float:
+        if closed_form_sites:
+            update_sites()
+        if lbfgs is not None:
+            lbfgs()
+        return float(update_q())
+
+    return TrainingPlan(method=method, step=step, max_iter=max_iter, tol=tol)
