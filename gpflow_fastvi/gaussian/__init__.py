@@ -3,7 +3,7 @@ The Gaussian algebra shared by every model, ignorant of site rules: sufficient s
 the collapsed bound, the closed-form optimal q(u), all through Cholesky factors.
 """
 from .batching import map_over_batches, sum_over_batches
-from .cholesky import robust_cholesky
+from .cholesky import checked_cholesky, robust_cholesky
 from .collapsed import CollapsedBound, CollapsedFactors, collapsed_bound, collapsed_factors
 from .optimal_q import optimal_marginals, optimal_q
 from .statistics import (
@@ -16,6 +16,7 @@ from .statistics import (
 __all__ = [
     "CollapsedBound",
     "CollapsedFactors",
+    "checked_cholesky",
     "collapsed_bound",
     "collapsed_factors",
     "map_over_batches",

@@ -2,7 +2,7 @@
 Run a function over the data in batches of rows, without retracing and without holding more than one
 batch's worth of intermediate results: sums are accumulated, per-point results concatenated.
 """
-from typing import Callable, Optional, Sequence, TypeVar
+from typing import Callable, List, Optional, Sequence, TypeVar
 
 import tensorflow as tf
 
@@ -11,6 +11,20 @@ T = TypeVar("T")
 
 def _slices(tensors: Sequence[tf.Tensor], start: tf.Tensor, batch_size: int) -> Sequence[tf.Tensor]:
     return [t[start : start + batch_size] for t in tensors]
+
+
+def _loop_sum(
+    fn: Callable[..., List[tf.Tensor]], tensors: Sequence[tf.Tensor], batch_size: int
+) -> List[tf.Tensor]:
+    """Σ over batches of the flat list ``fn(*batch)``, in a ``tf.while_loop``."""
+    N = tf.shape(tensors[0])[0]
+    first = fn(*_slices(tensors, tf.constant(0), batch_size))
+
+    def body(start: tf.Tensor, total: List[tf.Tensor]):  # type: ignore[no-untyped-def]
+        part = fn(*_slices(tensors, start, batch_size))
+        return start + batch_size, [t + p for t, p in zip(total, part)]
+
+    return tf.while_loop(lambda start, _: start < N, body, (tf.constant(batch_size), first))[1]
 
 
 def sum_over_batches(
@@ -25,27 +39,76 @@ def sum_over_batches(
 
     With ``batch_size=None`` this is just ``fn(*tensors, *shared)``. Otherwise the rows of every
     tensor in ``tensors`` are cut into consecutive batches and the results added up in a
-    ``tf.while_loop``; each batch is recomputed in the backward pass (``tf.recompute_grad``), so
-    gradients too need memory for one batch only.
+    ``tf.while_loop``. The gradient is computed by a second loop over the batches that recomputes
+    each one (reverse mode through a plain loop would keep every batch's intermediates, i.e. the
+    whole N × M projection), so the backward pass too needs memory for one batch only.
 
-    :param shared: tensors every batch uses whole (such as L = chol(Kmm)). They must be passed here,
-        not captured by ``fn``: gradients reach a recomputed function only through its arguments
-        and the variables it reads.
+    :param shared: tensors every batch uses whole (such as L = chol(Kmm)). Pass them here rather
+        than capture them in ``fn``, so that gradients reach them.
     """
     if batch_size is None:
         return fn(*tensors, *shared)
-    N = tf.shape(tensors[0])[0]
-    batch_fn = tf.recompute_grad(lambda *args: tf.nest.flatten(fn(*args)))
-    first = fn(*_slices(tensors, tf.constant(0), batch_size), *shared)  # fixes structure, dtypes
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    shared = [tf.convert_to_tensor(t) for t in shared]
+    num_tensors = len(tensors)
+    structure: List[T] = []
 
-    def body(start: tf.Tensor, total: Sequence[tf.Tensor]):  # type: ignore[no-untyped-def]
-        part = batch_fn(*_slices(tensors, start, batch_size), *shared)
-        return start + batch_size, [t + p for t, p in zip(total, part)]
+    def flat_fn(*args: tf.Tensor) -> List[tf.Tensor]:
+        result = fn(*args)
+        if not structure:
+            structure.append(result)
+        return tf.nest.flatten(result)
 
-    _, total = tf.while_loop(
-        lambda start, _: start < N, body, (tf.constant(batch_size), tf.nest.flatten(first))
-    )
-    return tf.nest.pack_sequence_as(first, total)
+    @tf.custom_gradient
+    def summed(*args: tf.Tensor):  # type: ignore[no-untyped-def]
+        batched, whole = args[:num_tensors], args[num_tensors:]
+        total = _loop_sum(lambda *batch: flat_fn(*batch, *whole), batched, batch_size)
+
+        def gradient(*upstream: tf.Tensor, variables: Sequence[tf.Variable] = ()):  # type: ignore[no-untyped-def]
+            variables = list(variables or ())
+            N = tf.shape(batched[0])[0]
+
+            def body(i, start, shared_grads, variable_grads, arrays):  # type: ignore[no-untyped-def]
+                batch = _slices(batched, start, batch_size)
+                with tf.GradientTape() as tape:
+                    tape.watch(batch)
+                    tape.watch(whole)
+                    parts = flat_fn(*batch, *whole)
+                    inner = tf.add_n([tf.reduce_sum(u * p) for u, p in zip(upstream, parts)])
+                grads = tape.gradient(
+                    inner,
+                    (list(batch), list(whole), variables),
+                    unconnected_gradients=tf.UnconnectedGradients.ZERO,
+                )
+                batch_grads, whole_grads, var_grads = grads
+                return (
+                    i + 1,
+                    start + batch_size,
+                    [a + g for a, g in zip(shared_grads, whole_grads)],
+                    [a + g for a, g in zip(variable_grads, var_grads)],
+                    [a.write(i, g) for a, g in zip(arrays, batch_grads)],
+                )
+
+            loop_vars = (
+                tf.constant(0),
+                tf.constant(0),
+                [tf.zeros_like(t) for t in whole],
+                [tf.zeros_like(v) for v in variables],
+                [
+                    tf.TensorArray(t.dtype, size=0, dynamic_size=True, infer_shape=False)
+                    for t in batched
+                ],
+            )
+            _, _, shared_grads, variable_grads, arrays = tf.while_loop(
+                lambda i, start, *_: start < N, body, loop_vars
+            )
+            tensor_grads = [a.concat() for a in arrays]
+            return tensor_grads + shared_grads, variable_grads
+
+        return total, gradient
+
+    total = summed(*tensors, *shared)
+    return tf.nest.pack_sequence_as(structure[0], list(total))
 
 
 def map_over_batches(
@@ -57,6 +120,7 @@ def map_over_batches(
     """
     if batch_size is None:
         return fn(*tensors)
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
     N = tf.shape(tensors[0])[0]
     first = fn(*_slices(tensors, tf.constant(0), batch_size))
     arrays = [

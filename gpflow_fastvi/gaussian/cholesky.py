@@ -20,8 +20,7 @@ def robust_cholesky(K: tf.Tensor, *, jitter: Optional[float] = None, what: str =
     fails the call raises ``tf.errors.InvalidArgumentError`` naming ``what`` and the usual causes.
     Gradients flow through the factorisation that succeeded.
 
-    :param jitter: diagonal added on the first attempt; pass 0.0 for matrices such as
-        B = I + A W Aᵀ that are positive definite by construction.
+    :param jitter: diagonal added on the first attempt.
     :param what: the matrix's name in the error message, e.g. ``"Kmm"``.
     """
     if jitter is None:
@@ -51,3 +50,17 @@ def robust_cholesky(K: tf.Tensor, *, jitter: Optional[float] = None, what: str =
         )
 
     return tf.cond(factorised(first), lambda: first, escalate)
+
+
+@check_shapes("B: [M, M]", "return: [M, M]")
+def checked_cholesky(B: tf.Tensor, *, what: str) -> tf.Tensor:
+    """
+    chol(B) for a matrix that is positive definite by construction (such as B = I + A W Aᵀ with
+    w > 0), raising ``tf.errors.InvalidArgumentError`` naming ``what`` if it is not: no jitter is
+    added, because needing it means the inputs are wrong, not that rounding bit.
+    """
+    return tf.debugging.assert_all_finite(
+        tf.linalg.cholesky(B),
+        f"Cholesky factorisation of {what} failed: it should be positive definite by construction, "
+        "so some site precisions w are negative or not finite, or the data contain NaN.",
+    )

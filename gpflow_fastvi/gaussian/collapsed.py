@@ -19,7 +19,7 @@ import tensorflow as tf
 from check_shapes import check_shapes
 
 from ..types import SiteStatistics
-from .cholesky import robust_cholesky
+from .cholesky import checked_cholesky
 
 
 class CollapsedFactors(NamedTuple):
@@ -58,7 +58,7 @@ def collapsed_factors(stats: SiteStatistics) -> CollapsedFactors:
     """LB = chol(I + A W Aᵀ) and c = LB⁻¹ A b from the site statistics."""
     M = tf.shape(stats.AWAt)[0]
     B = tf.eye(M, dtype=stats.AWAt.dtype) + stats.AWAt  # B = I + A W Aᵀ, positive definite for w > 0
-    LB = robust_cholesky(B, jitter=0.0, what="B = I + A W Aᵀ")
+    LB = checked_cholesky(B, what="B = I + A W Aᵀ")
     c = tf.linalg.triangular_solve(LB, stats.Ab, lower=True)  # c = LB⁻¹ A b
     return CollapsedFactors(LB=LB, c=c)
 

@@ -17,7 +17,7 @@ from typing import Tuple
 import tensorflow as tf
 from check_shapes import check_shapes
 
-from .cholesky import robust_cholesky
+from .cholesky import checked_cholesky
 from .collapsed import CollapsedFactors
 
 
@@ -39,7 +39,7 @@ def optimal_q(factors: CollapsedFactors, L: tf.Tensor, whiten: bool) -> Tuple[tf
     M = tf.shape(LB)[0]
     q_mu = tf.linalg.triangular_solve(LB, c, lower=True, adjoint=True)  # LB⁻ᵀ c = B⁻¹ A b   [M, 1]
     B = tf.linalg.matmul(LB, LB, transpose_b=True)  # B = LB LBᵀ
-    P = robust_cholesky(tf.reverse(B, axis=[0, 1]), jitter=0.0, what="J B J")  # J B J = P Pᵀ
+    P = checked_cholesky(tf.reverse(B, axis=[0, 1]), what="J B J")  # J B J = P Pᵀ
     P_inv = tf.linalg.triangular_solve(P, tf.eye(M, dtype=B.dtype), lower=True)  # P⁻¹
     q_sqrt = tf.reverse(tf.transpose(P_inv), axis=[0, 1])  # R = J P⁻ᵀ J, lower, R Rᵀ = B⁻¹
     if not whiten:

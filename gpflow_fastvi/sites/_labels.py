@@ -8,19 +8,21 @@ from ..exceptions import InvalidDataError
 
 def binary_labels_to_01(Y: np.ndarray, name: str = "Y") -> np.ndarray:
     """
-    Check that ``Y`` holds binary labels in {0, 1} or {−1, +1} and return a new float64 array in {0, 1}.
+    Check that ``Y`` holds binary labels in {0, 1} or {−1, +1} and return a new array in {0, 1}, of
+    ``Y``'s float type (float64 for integer labels).
 
     A single class present (all 0, or all +1) is accepted; any other value raises
     :class:`~gpflow_fastvi.exceptions.InvalidDataError` naming the offending values.
     """
     Y = np.asarray(Y)
+    dtype = Y.dtype if np.issubdtype(Y.dtype, np.floating) else np.float64
     values = np.unique(Y)
     if values.size and not np.all(np.isfinite(values.astype(np.float64))):
         raise InvalidDataError(f"{name} contains NaN or infinite labels.")
     if set(values.tolist()) <= {0.0, 1.0}:
-        return Y.astype(np.float64, copy=True)
+        return Y.astype(dtype, copy=True)
     if set(values.tolist()) <= {-1.0, 1.0}:
-        return (Y > 0).astype(np.float64)
+        return (Y > 0).astype(dtype)
     shown = ", ".join(str(v) for v in values[:6].tolist()) + (", ..." if values.size > 6 else "")
     raise InvalidDataError(
         f"{name} must hold binary labels, either {{0, 1}} (GPflow's Bernoulli convention) or "

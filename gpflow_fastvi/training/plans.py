@@ -4,7 +4,7 @@ Training plans: what one outer iteration of :func:`gpflow_fastvi.fit` does for a
 A plan is a compiled step and nothing else; the loop around it (tolerance, budget, trace, progress)
 lives in :mod:`gpflow_fastvi.training.loops` and is the same for every model.
 """
-from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -30,25 +30,41 @@ class TrainingPlan(NamedTuple):
 
 class LBFGSStage:
     """
-    A few L-BFGS-B evaluations of a loss over some variables, compiled once and reused by every
-    outer iteration (GPflow's ``Scipy().minimize`` would retrace on each call).
+    A few L-BFGS-B evaluations of a loss over some variables. The loss and its gradient are compiled
+    once, as one function of the flat parameter vector, and reused by every outer iteration
+    (``gpflow.optimizers.Scipy().minimize`` would build and trace a new function on each call).
     """
 
     def __init__(self, loss: Callable[[], tf.Tensor], variables: Sequence[tf.Variable], maxfun: int):
         self.variables = tuple(variables)
         self.maxfun = maxfun
-        self._func = gpflow.optimizers.Scipy().eval_func(
-            loss, self.variables, tf_fun_args={}, compile=True
-        )
+        Scipy = gpflow.optimizers.Scipy
+
+        @tf.function(autograph=False)
+        def loss_and_gradient(x: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+            Scipy.assign_tensors(self.variables, Scipy.unpack_tensors(self.variables, x))
+            with tf.GradientTape(watch_accessed_variables=False) as tape:
+                tape.watch(self.variables)
+                value = loss()
+            gradients = tape.gradient(
+                value, self.variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
+            )
+            return value, Scipy.pack_tensors(gradients)
+
+        def scipy_objective(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+            value, gradient = loss_and_gradient(tf.constant(x))
+            return value.numpy(), gradient.numpy()
+
+        self._objective = scipy_objective
 
     def __call__(self) -> scipy.optimize.OptimizeResult:
-        x0 = gpflow.optimizers.Scipy.initial_parameters(self.variables).numpy()
+        Scipy = gpflow.optimizers.Scipy
+        x0 = Scipy.pack_tensors(self.variables).numpy()
         result = scipy.optimize.minimize(
-            self._func, x0, jac=True, method="L-BFGS-B", options={"maxfun": self.maxfun}
+            self._objective, x0, jac=True, method="L-BFGS-B", options={"maxfun": self.maxfun}
         )
         x = result.x if np.all(np.isfinite(result.x)) else x0
-        values = gpflow.optimizers.Scipy.unpack_tensors(self.variables, tf.constant(x))
-        gpflow.optimizers.Scipy.assign_tensors(self.variables, values)
+        Scipy.assign_tensors(self.variables, Scipy.unpack_tensors(self.variables, tf.constant(x)))
         return result
 
 
@@ -95,8 +111,9 @@ def alternating_plan(
     if sites_in_lbfgs:
         variables += site_variables
     lbfgs = LBFGSStage(model._training_loss, variables, int(maxfun)) if variables else None
-    update_sites = tf.function(lambda: model.update_sites(int(n_upd)))
-    update_q = tf.function(model.update_q)
+    # Our maths uses TensorFlow control flow explicitly: AutoGraph would only slow tracing down.
+    update_sites = tf.function(lambda: model.update_sites(int(n_upd)), autograph=False)
+    update_q = tf.function(model.update_q, autograph=False)
 
     def step() -> float:
         if closed_form_sites:

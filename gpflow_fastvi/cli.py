@@ -1,0 +1,218 @@
+"""
+The ``gpflow-fastvi`` console script.
+
+``gpflow-fastvi compare`` trains VIJJ, SVGP + Scipy and SVGP + Adam on one data set for the same
+time budget each, prints a table, and writes a figure and the traces (see
+:mod:`gpflow_fastvi.compare`). With no ``--train`` it uses the bundled banana set.
+
+Only the standard library is imported at module level, so ``gpflow-fastvi --help`` answers without
+loading TensorFlow.
+"""
+
+import argparse
+import importlib.util
+import sys
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+DEFAULT_OUT = "compare-output"
+
+
+def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``gpflow-fastvi``."""
+    parser = argparse.ArgumentParser(
+        prog="gpflow-fastvi",
+        description="Fast variational GP classification for GPflow 2.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    compare = commands.add_parser(
+        "compare",
+        help="race VIJJ against SVGP (Scipy and Adam) on one data set",
+        description=(
+            "Train VIJJ, SVGP + Scipy (L-BFGS, full batch) and SVGP + Adam (mini-batches) from the "
+            "same start for the same wall-clock budget each; print final test accuracy, test NLL, "
+            "ELBO and time to target, and write comparison.png and comparison.json. Data files "
+            "may be CSV/dense text or LIBSVM (optionally gzip/bzip2/xz compressed); any two label "
+            "values are accepted, the larger one being the positive class. Features are "
+            "standardised with the training part's mean and standard deviation."
+        ),
+    )
+    compare.add_argument(
+        "--train",
+        metavar="FILE",
+        help="training data file (default: the bundled Rätsch banana set, split at random)",
+    )
+    compare.add_argument(
+        "--test",
+        metavar="FILE",
+        help="test data file (default: hold out --test-fraction of the training data)",
+    )
+    compare.add_argument(
+        "--label-column",
+        metavar="K",
+        type=int,
+        default=0,
+        help="label column of CSV/dense files; negative counts from the end (default: 0)",
+    )
+    compare.add_argument(
+        "--inducing",
+        metavar="M",
+        type=_positive(int),
+        default=50,
+        help="number of inducing points, fixed at k-means centres (default: 50)",
+    )
+    compare.add_argument(
+        "--time-budget",
+        metavar="S",
+        type=_positive(float),
+        default=60.0,
+        help="training seconds per method (default: 60)",
+    )
+    compare.add_argument(
+        "--batch-size",
+        metavar="B",
+        type=_positive(int),
+        default=100,
+        help="mini-batch size of SVGP + Adam (default: 100)",
+    )
+    compare.add_argument(
+        "--adam-lr",
+        metavar="LR",
+        type=_positive(float),
+        default=0.01,
+        help="learning rate of SVGP + Adam (default: 0.01)",
+    )
+    compare.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the split, k-means and mini-batches (default: 0)",
+    )
+    compare.add_argument(
+        "--test-fraction",
+        metavar="F",
+        type=_fraction,
+        default=0.2,
+        help="share of the data held out for testing when no --test is given (default: 0.2)",
+    )
+    compare.add_argument(
+        "--out",
+        metavar="DIR",
+        default=DEFAULT_OUT,
+        help=f"folder for comparison.png and comparison.json (default: {DEFAULT_OUT})",
+    )
+    compare.add_argument("--progress", action="store_true", help="show a progress bar per method")
+    return parser
+
+
+def _load_data(args: argparse.Namespace) -> Tuple[str, Tuple[Any, Any, Any, Any]]:
+    """The data set's name and its standardised ``(X_train, Y_train, X_test, Y_test)``."""
+    from .datasets import load_banana, load_file, load_train_test, standardise, train_test_split
+
+    if args.train is None:
+        name = "banana (bundled)"
+        X_train, Y_train, X_test, Y_test = train_test_split(
+            *load_banana(), test_fraction=args.test_fraction, seed=args.seed
+        )
+    elif args.test is None:
+        name = args.train
+        X_train, Y_train, X_test, Y_test = train_test_split(
+            *load_file(args.train, args.label_column),
+            test_fraction=args.test_fraction,
+            seed=args.seed,
+        )
+    else:
+        name = f"{args.train} / {args.test}"
+        X_train, Y_train, X_test, Y_test = load_train_test(args.train, args.test, args.label_column)
+    X_train, X_test = standardise(X_train, X_test)
+    return name, (X_train, Y_train, X_test, Y_test)
+
+
+def _fail(message: object) -> int:
+    print(f"gpflow-fastvi: error: {message}", file=sys.stderr)
+    return 1
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .datasets.loaders import BENCH_INSTALL_HINT
+
+    if importlib.util.find_spec("matplotlib") is None:  # fail before training, not after
+        return _fail(f"the compare figure needs matplotlib: {BENCH_INSTALL_HINT}")
+    try:
+        name, (X_train, Y_train, X_test, Y_test) = _load_data(args)
+    except (OSError, ValueError, ImportError) as error:  # unreadable data, or no scikit-learn
+        return _fail(error)
+    n_train, d = X_train.shape
+    if args.inducing > n_train:
+        return _fail(f"--inducing {args.inducing} is more than the {n_train} training points")
+    print(f"Data: {name}")
+    print(f"n_train = {n_train}, n_test = {X_test.shape[0]}, d = {d}, m = {args.inducing}")
+    print(f"Time budget: {args.time_budget:g} s per method. Training...", flush=True)
+
+    from .compare import run_comparison
+
+    result = run_comparison(
+        X_train,
+        Y_train,
+        X_test,
+        Y_test,
+        num_inducing=args.inducing,
+        time_budget=args.time_budget,
+        adam_lr=args.adam_lr,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        progress=args.progress,
+    )
+    result.settings["dataset"] = name
+    print()
+    print(result.format_table())
+    print()
+    title = f"{name}: n = {n_train}, d = {d}, m = {args.inducing}"
+    png_path, json_path = result.save(args.out, title=title)
+    print(f"Wrote {png_path}")
+    print(f"Wrote {json_path}")
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """
+    Run ``gpflow-fastvi`` with ``argv`` (default: the command line) and return the exit status.
+
+    Usage errors raise :class:`SystemExit` with status 2 (argparse's convention); unreadable data
+    or a missing optional dependency prints ``gpflow-fastvi: error: ...`` and returns 1.
+    """
+    parser = build_parser()
+    args = parser.parse_args(None if argv is None else list(argv))
+    if args.command == "compare":
+        if args.test is not None and args.train is None:
+            parser.error("compare: --test needs --train as well")
+        return _compare(args)
+    parser.error(f"unknown command {args.command!r}")  # unreachable: argparse checks the choice
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""
+Binary-classification data for the models and the ``compare`` job.
+
+Every loader returns ``X`` [N, D] and ``Y`` [N, 1], both float64, with ``Y`` in {0, 1} as GPflow's
+:class:`~gpflow.likelihoods.Bernoulli` expects. The Rätsch banana set ships with the package
+(:func:`load_banana`), so demos and tests need no download.
+
+This module imports NumPy only; scikit-learn (for LIBSVM files) is imported when first needed.
+"""
+
+from .loaders import (
+    BANANA_SHA256,
+    DatasetError,
+    detect_format,
+    load_banana,
+    load_csv,
+    load_file,
+    load_libsvm,
+    load_train_test,
+)
+from .preprocessing import standardise, train_test_split
+
+__all__ = [
+    "BANANA_SHA256",
+    "DatasetError",
+    "detect_format",
+    "load_banana",
+    "load_csv",
+    "load_file",
+    "load_libsvm",
+    "load_train_test",
+    "standardise",
+    "train_test_split",
+]

@@ -1,0 +1,479 @@
+"""
+Readers for binary-classification data files: dense text (CSV and friends) and LIBSVM.
+
+Every loader returns ``(X, Y)`` with ``X`` of shape [N, D] and ``Y`` of shape [N, 1], both
+float64, and ``Y`` in {0, 1}: GPflow's :class:`~gpflow.likelihoods.Bernoulli` convention. Any two
+distinct label values are accepted (±1, 0/1, 1/2, ``g``/``h``, ...); the larger one becomes 1. Label
+values are compared as numbers when every label is a number, as strings otherwise.
+
+Files may be compressed with gzip, bzip2 or xz; the compression is recognised from the file's
+first bytes, not from its name.
+
+Problems with a file (a third class, non-finite features, ragged rows, no data) raise
+:class:`DatasetError`, a :class:`ValueError` whose message starts with the file name.
+"""
+
+import bz2
+import csv
+import gzip
+import io
+import lzma
+import os
+import re
+from importlib import resources
+from typing import IO, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+PathLike = Union[str, "os.PathLike[str]"]
+"""A file-system path, as a string or a :class:`os.PathLike`."""
+
+RawLabels = np.ndarray
+"""Label values as read from a file: a float64 array, or a str array for non-numeric labels."""
+
+BENCH_INSTALL_HINT = 'pip install "gpflow-fastvi[bench]"'
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_BZIP2_MAGIC = b"BZh"
+_XZ_MAGIC = b"\xfd7zXZ\x00"
+_COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".lzma")
+
+# One LIBSVM line: a label, then zero or more "index:value" pairs, then an optional comment.
+_LIBSVM_LINE = re.compile(r"^\s*\S+(\s+(qid:\S+|\d+:\S+))*\s*(#.*)?$")
+_LIBSVM_PAIR = re.compile(r"\s\d+:\S")
+_SNIFF_LINES = 20
+
+
+class DatasetError(ValueError):
+    """A data file that cannot be read as a binary-classification data set."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Opening files
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_exists(path: PathLike) -> None:
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"No such data file: {os.fspath(path)}")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"Expected a data file, got a directory: {os.fspath(path)}")
+
+
+def _open_binary(path: PathLike) -> IO[bytes]:
+    """Open ``path`` for reading bytes; gzip, bzip2 and xz are recognised by magic bytes."""
+    _check_exists(path)
+    with open(path, "rb") as probe:
+        head = probe.read(6)
+    if head.startswith(_GZIP_MAGIC):
+        return gzip.open(path, "rb")
+    if head.startswith(_BZIP2_MAGIC):
+        return bz2.open(path, "rb")
+    if head.startswith(_XZ_MAGIC):
+        return lzma.open(path, "rb")
+    return open(path, "rb")
+
+
+def _open_text(path: PathLike) -> IO[str]:
+    return io.TextIOWrapper(_open_binary(path), encoding="utf-8", newline="")
+
+
+def _data_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
+    """Yield ``(line_number, line)`` for each line that is neither blank nor a ``#`` comment."""
+    with _open_text(path) as f:
+        for number, line in enumerate(f, start=1):
+            stripped = line.strip()
+            if stripped and not stripped.startswith("#"):
+                yield number, stripped
+
+
+def _base_suffix(path: PathLike) -> str:
+    """The file-name extension, looking through a compression suffix (``a.csv.xz`` -> ``.csv``)."""
+    root, suffix = os.path.splitext(os.fspath(path))
+    if suffix.lower() in _COMPRESSED_SUFFIXES:
+        suffix = os.path.splitext(root)[1]
+    return suffix.lower()
+
+
+# --------------------------------------------------------------------------------------------------
+# Labels
+# --------------------------------------------------------------------------------------------------
+
+
+def _labels_from_strings(tokens: Sequence[str]) -> RawLabels:
+    """Labels as float64 when every token is a number, else as strings (``g``/``h``, ``UP``/...)."""
+    try:
+        return np.asarray([float(t) for t in tokens], dtype=np.float64)
+    except ValueError:
+        return np.asarray(tokens, dtype=str)
+
+
+def _infer_classes(raw: RawLabels, source: str) -> Tuple[object, object]:
+    """The two distinct label values of ``raw``, smaller first."""
+    if raw.dtype.kind == "f" and not np.all(np.isfinite(raw)):
+        bad = int(np.flatnonzero(~np.isfinite(raw))[0])
+        raise DatasetError(f"{source}: the label of data row {bad + 1} is {raw[bad]}")
+    values = np.unique(raw)
+    if values.size != 2:
+        if values.size < 2:
+            found = "no labels" if values.size == 0 else f"only one class ({values[0]!r})"
+            raise DatasetError(f"{source}: binary classification needs two classes; found {found}")
+        shown = ", ".join(repr(v.item()) for v in values[:6]) + (", ..." if values.size > 6 else "")
+        raise DatasetError(
+            f"{source}: binary classification needs exactly two classes; found {values.size} "
+            f"label values ({shown}). Check --label-column / label_column, or recode the labels."
+        )
+    return values[0].item(), values[1].item()
+
+
+def _binary_labels(
+    raw: RawLabels, source: str, classes: Optional[Tuple[object, object]] = None
+) -> Tuple[np.ndarray, Tuple[object, object]]:
+    """
+    Map raw labels onto {0, 1}: ``classes[0]`` -> 0, ``classes[1]`` -> 1.
+
+    :param classes: the (negative, positive) label values; inferred from ``raw`` when None, in
+        which case the larger value is the positive class.
+    :return: ``Y`` [N, 1] float64 and the classes used.
+    """
+    if classes is None:
+        classes = _infer_classes(raw, source)
+    negative, positive = classes
+    is_positive = raw == positive
+    unknown = ~(is_positive | (raw == negative))
+    if np.any(unknown):
+        bad = int(np.flatnonzero(unknown)[0])
+        raise DatasetError(
+            f"{source}: data row {bad + 1} has label {raw[bad].item()!r}, which is neither of the "
+            f"classes {negative!r} (-> 0) and {positive!r} (-> 1) of the training data"
+        )
+    return is_positive.astype(np.float64)[:, None], classes
+
+
+def _check_features(X: np.ndarray, source: str) -> None:
+    if X.shape[0] == 0:
+        raise DatasetError(f"{source}: the file holds no data rows")
+    if X.shape[1] == 0:
+        raise DatasetError(f"{source}: the rows hold a label but no features")
+    finite = np.isfinite(X)
+    if not np.all(finite):
+        row, column = (int(i) for i in np.argwhere(~finite)[0])
+        raise DatasetError(
+            f"{source}: feature {column} of data row {row + 1} is {X[row, column]}; "
+            "features must be finite numbers (remove or impute missing values first)"
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# Dense text (CSV, TSV, whitespace-separated)
+# --------------------------------------------------------------------------------------------------
+
+
+def _split_rows(path: PathLike, delimiter: Optional[str]) -> Tuple[List[List[str]], List[int]]:
+    """Split the data lines of ``path`` into fields; also return each row's line number."""
+    lines = list(_data_lines(path))
+    if not lines:
+        return [], []
+    numbers = [number for number, _ in lines]
+    texts = [text for _, text in lines]
+    if delimiter is None:
+        first = texts[0]
+        delimiter = "," if "," in first else (";" if ";" in first else None)
+    if delimiter is None or delimiter.isspace():
+        rows = [text.split(delimiter) for text in texts]
+    else:
+        rows = [[field.strip() for field in row] for row in csv.reader(texts, delimiter=delimiter)]
+    return rows, numbers
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_dense(
+    path: PathLike, label_column: int, delimiter: Optional[str], header: Optional[bool]
+) -> Tuple[np.ndarray, RawLabels]:
+    source = os.fspath(path)
+    rows, numbers = _split_rows(path, delimiter)
+    if not rows:
+        raise DatasetError(f"{source}: the file holds no data rows")
+    width = len(rows[0])
+    if width < 2:
+        raise DatasetError(
+            f"{source}: line {numbers[0]} has a single field; expected a label and at least one "
+            "feature (is the delimiter right?)"
+        )
+    if not -width <= label_column < width:
+        raise DatasetError(
+            f"{source}: label column {label_column} is out of range for rows of {width} fields"
+        )
+    label_index = label_column % width
+    for row, number in zip(rows, numbers):
+        if len(row) != width:
+            raise DatasetError(
+                f"{source}: line {number} has {len(row)} fields but line {numbers[0]} has {width}"
+            )
+    if header is None:
+        header = not all(_is_number(f) for i, f in enumerate(rows[0]) if i != label_index)
+    if header:
+        rows, numbers = rows[1:], numbers[1:]
+        if not rows:
+            raise DatasetError(f"{source}: the file holds a header but no data rows")
+
+    labels = _labels_from_strings([row[label_index] for row in rows])
+    feature_fields = [row[:label_index] + row[label_index + 1 :] for row in rows]
+    try:
+        X = np.asarray(feature_fields, dtype=np.float64)
+    except ValueError:
+        for row, number in zip(feature_fields, numbers):
+            for field in row:
+                if not _is_number(field):
+                    raise DatasetError(
+                        f"{source}: line {number} has a non-numeric feature value {field!r}"
+                    ) from None
+        raise
+    _check_features(X, source)
+    return X, labels
+
+
+def load_csv(
+    path: PathLike,
+    label_column: int = 0,
+    *,
+    delimiter: Optional[str] = None,
+    header: Optional[bool] = None,
+) -> Tuple[np.ndarray, np.ndarray]:
+    """
+    Load a dense delimited text file: one row per data point, the label in one column, every other
+    column a numeric feature.
+
+    Blank lines and lines starting with ``#`` are skipped. Labels may be any two distinct values;
+    the larger one (numerically, or as a string when some label is not a number) is mapped to 1,
+    the smaller to 0.
+
+    :param path: the file; may be gzip, bzip2 or xz compressed.
+    :param label_column: index of the label column; negative values count from the end (``-1`` is
+        the last column).
+    :param delimiter: field separator. None guesses from the first data line: ``,`` if it has a
+        comma, else ``;`` if it has a semicolon, else any run of whitespace.
+    :param header: whether the first data line is a header of column names. None guesses: it is a
+        header when any of its feature fields is not a number. Pass True for an all-numeric header.
+    :return: ``X`` [N, D] and ``Y`` [N, 1] in {0, 1}, both float64.
+    :raises FileNotFoundError: if ``path`` does not exist.
+    :raises DatasetError: if the file is empty or ragged, has a non-numeric or non-finite feature,
+        or does not hold exactly two label values.
+    """
+    X, raw = _read_dense(path, label_column, delimiter, header)
+    Y, _ = _binary_labels(raw, os.fspath(path))
+    return X, Y
+
+
+# --------------------------------------------------------------------------------------------------
+# LIBSVM / SVMlight
+# --------------------------------------------------------------------------------------------------
+
+
+def _import_svmlight() -> tuple:
+    try:
+        from sklearn.datasets import load_svmlight_file, load_svmlight_files
+    except ImportError as error:
+        raise ImportError(
+            "Reading LIBSVM files needs scikit-learn, which comes with the [bench] extra: "
+            f"{BENCH_INSTALL_HINT}"
+        ) from error
+    return load_svmlight_file, load_svmlight_files
+
+
+def _read_libsvm_many(
+    paths: Sequence[PathLike], n_features: Optional[int]
+) -> List[Tuple[np.ndarray, RawLabels]]:
+    """Read LIBSVM files with a shared feature count and a shared index base (0 or 1)."""
+    _, load_svmlight_files = _import_svmlight()
+    sources = [os.fspath(p) for p in paths]
+    for path in paths:
+        _check_exists(path)
+        if not any(True for _ in _data_lines(path)):
+            raise DatasetError(f"{os.fspath(path)}: the file holds no data rows")
+    files = [_open_binary(p) for p in paths]
+    try:
+        arrays = load_svmlight_files(files, n_features=n_features, dtype=np.float64)
+    except ValueError as error:
+        raise DatasetError(f"{', '.join(sources)}: not a valid LIBSVM file: {error}") from error
+    finally:
+        for f in files:
+            f.close()
+    result = []
+    for source, X_sparse, labels in zip(sources, arrays[0::2], arrays[1::2]):
+        X = np.asarray(X_sparse.toarray(), dtype=np.float64)
+        _check_features(X, source)
+        result.append((X, np.asarray(labels, dtype=np.float64)))
+    return result
+
+
+def load_libsvm(path: PathLike, n_features: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """
+    Load a LIBSVM (SVMlight) file, ``label index:value index:value ...`` per line, as dense arrays.
+
+    Reading uses scikit-learn's :func:`~sklearn.datasets.load_svmlight_file` (the ``[bench]``
+    extra). Indices may be zero- or one-based (detected). The larger of the two label values is
+    mapped to 1, the smaller to 0.
+
+    :param path: the file; may be gzip, bzip2 or xz compressed.
+    :param n_features: the number of features D. None takes the largest index in the file, which
+        can be too small for a test file whose last features happen to be all zero; pass the
+        training set's D then (or use :func:`load_train_test`).
+    :return: ``X`` [N, D] and ``Y`` [N, 1] in {0, 1}, both float64.
+    :raises ImportError: if scikit-learn is not installed.
+    :raises FileNotFoundError: if ``path`` does not exist.
+    :raises DatasetError: if the file is empty or malformed, has a non-finite feature, or does not
+        hold exactly two label values.
+    """
+    ((X, raw),) = _read_libsvm_many([path], n_features)
+    Y, _ = _binary_labels(raw, os.fspath(path))
+    return X, Y
+
+
+# --------------------------------------------------------------------------------------------------
+# Choosing the format
+# --------------------------------------------------------------------------------------------------
+
+
+def detect_format(path: PathLike) -> str:
+    """
+    Guess the format of a data file: ``"csv"`` or ``"libsvm"``.
+
+    A ``.csv`` extension (also ``.csv.gz``, ``.csv.bz2``, ``.csv.xz``) means CSV. Otherwise the file
+    is LIBSVM when its first data lines all read ``label index:value ...`` and at least one of them
+    has an ``index:value`` pair; anything else is read as dense delimited text.
+
+    :raises FileNotFoundError: if ``path`` does not exist.
+    """
+    _check_exists(path)
+    if _base_suffix(path) == ".csv":
+        return "csv"
+    sample = []
+    for _, line in _data_lines(path):
+        sample.append(line)
+        if len(sample) == _SNIFF_LINES:
+            break
+    looks_libsvm = (
+        bool(sample)
+        and all(_LIBSVM_LINE.match(line) for line in sample)
+        and any(_LIBSVM_PAIR.search(line) for line in sample)
+    )
+    return "libsvm" if looks_libsvm else "csv"
+
+
+def _check_label_column_for_libsvm(path: PathLike, label_column: int) -> None:
+    if label_column != 0:
+        raise DatasetError(
+            f"{os.fspath(path)}: label_column={label_column} was given, but the file is in LIBSVM "
+            "format, whose label is always the first field"
+        )
+
+
+def load_file(
+    path: PathLike, label_column: int = 0, *, n_features: Optional[int] = None
+) -> Tuple[np.ndarray, np.ndarray]:
+    """
+    Load a data file as CSV/dense text or LIBSVM, whichever :func:`detect_format` finds.
+
+    :param path: the file; may be gzip, bzip2 or xz compressed.
+    :param label_column: the label's column for dense text (negative counts from the end). LIBSVM
+        files always carry the label first, so anything but 0 is an error for them.
+    :param n_features: the number of features the data must have; for LIBSVM files, pads with
+        all-zero features up to this number (see :func:`load_libsvm`).
+    :return: ``X`` [N, D] and ``Y`` [N, 1] in {0, 1}, both float64.
+    :raises DatasetError: as :func:`load_csv` and :func:`load_libsvm` do, or if ``n_features`` is
+        given and does not match a dense file.
+    """
+    if detect_format(path) == "libsvm":
+        _check_label_column_for_libsvm(path, label_column)
+        return load_libsvm(path, n_features=n_features)
+    X, Y = load_csv(path, label_column)
+    if n_features is not None and X.shape[1] != n_features:
+        raise DatasetError(
+            f"{os.fspath(path)}: has {X.shape[1]} features, expected n_features={n_features}"
+        )
+    return X, Y
+
+
+def load_train_test(
+    train_path: PathLike, test_path: PathLike, label_column: int = 0
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """
+    Load a training file and a test file consistently.
+
+    Unlike two calls to :func:`load_file`, the label classes come from the training file alone (so
+    a test file holding a single class is fine, and a class the training file lacks is an error),
+    and two LIBSVM files share their feature count and index base.
+
+    :param label_column: the label's column for dense text files (see :func:`load_file`).
+    :return: ``X_train`` [N, D], ``Y_train`` [N, 1], ``X_test`` [T, D], ``Y_test`` [T, 1]; float64,
+        labels in {0, 1}.
+    :raises DatasetError: as :func:`load_file` does, or if the two files disagree on D.
+    """
+    formats = (detect_format(train_path), detect_format(test_path))
+    if formats == ("libsvm", "libsvm"):
+        for path in (train_path, test_path):
+            _check_label_column_for_libsvm(path, label_column)
+        (X_train, raw_train), (X_test, raw_test) = _read_libsvm_many([train_path, test_path], None)
+    else:
+        X_train, raw_train = _read_any(train_path, formats[0], label_column)
+        X_test, raw_test = _read_any(test_path, formats[1], label_column)
+    if X_train.shape[1] != X_test.shape[1]:
+        raise DatasetError(
+            f"{os.fspath(test_path)}: has {X_test.shape[1]} features but the training file "
+            f"{os.fspath(train_path)} has {X_train.shape[1]}"
+        )
+    Y_train, classes = _binary_labels(raw_train, os.fspath(train_path))
+    Y_test, _ = _binary_labels(raw_test, os.fspath(test_path), classes)
+    return X_train, Y_train, X_test, Y_test
+
+
+def _read_any(path: PathLike, fmt: str, label_column: int) -> Tuple[np.ndarray, RawLabels]:
+    if fmt == "libsvm":
+        _check_label_column_for_libsvm(path, label_column)
+        ((X, raw),) = _read_libsvm_many([path], None)
+        return X, raw
+    return _read_dense(path, label_column, None, None)
+
+
+# --------------------------------------------------------------------------------------------------
+# Bundled data
+# --------------------------------------------------------------------------------------------------
+
+BANANA_SHA256 = "cce745e6d8d549b50bf085564c363f6bf9357b4801f199f29c7463880d7a65ce"
+"""sha256 of the bundled ``data/banana_data.csv`` (see ``data/ATTRIBUTION.md``)."""
+
+
+def load_banana() -> Tuple[np.ndarray, np.ndarray]:
+    """
+    The Rätsch "banana" benchmark: 5300 two-dimensional points, 2924 of class 0 and 2376 of class 1.
+
+    The file ships with the package (``gpflow_fastvi/datasets/data/banana_data.csv``, label ±1 in
+    the first column); ``data/ATTRIBUTION.md`` beside it gives its provenance. Label -1 maps to 0,
+    +1 to 1. The features are as distributed (already roughly standardised); the rows are in the
+    file's order, so shuffle or split before use (see :func:`train_test_split`).
+
+    :return: ``X`` [5300, 2] and ``Y`` [5300, 1] in {0, 1}, both float64.
+    """
+    resource = resources.files(__package__).joinpath("data").joinpath("banana_data.csv")
+    with resources.as_file(resource) as path:
+        return load_csv(path, label_column=0, delimiter=",", header=False)
+
+
+__all__ = [
+    "BANANA_SHA256",
+    "DatasetError",
+    "detect_format",
+    "load_banana",
+    "load_csv",
+    "load_file",
+    "load_libsvm",
+    "load_train_test",
+]

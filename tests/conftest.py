@@ -1,0 +1,45 @@
+"""Shared fixtures: float64, shape checks fully on, seeded data, the banana split."""
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+from check_shapes import ShapeCheckingState, set_enable_check_shapes
+
+from gpflow_fastvi.datasets import load_banana, standardise, train_test_split
+
+
+@pytest.fixture(autouse=True)
+def _strict_defaults():
+    """Every test runs in float64 with check_shapes on in compiled code too, from a clean seed."""
+    set_enable_check_shapes(ShapeCheckingState.ENABLED)
+    tf.random.set_seed(0)
+    with gpflow.config.as_context(gpflow.config.Config(float=np.float64, jitter=1e-6)):
+        yield
+    set_enable_check_shapes(ShapeCheckingState.EAGER_MODE_ONLY)
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20261122)
+
+
+def make_binary_data(rng: np.random.Generator, N: int = 60, D: int = 2):
+    """A smooth noisy 2-D classification problem with labels in {0, 1}."""
+    X = rng.uniform(-2.0, 2.0, size=(N, D))
+    f = np.sin(2.0 * X[:, :1]) + 0.5 * X[:, 1:2] if D > 1 else np.sin(2.0 * X)
+    Y = (rng.uniform(size=(N, 1)) < 1.0 / (1.0 + np.exp(-3.0 * f))).astype(np.float64)
+    return X, Y
+
+
+@pytest.fixture
+def binary_data(rng):
+    return make_binary_data(rng)
+
+
+@pytest.fixture(scope="session")
+def banana_split():
+    """Banana, seeded 80/20 split, standardised on the training part (as `gpflow-fastvi compare`)."""
+    X, Y = load_banana()
+    X_train, Y_train, X_test, Y_test = train_test_split(X, Y, test_fraction=0.2, seed=0)
+    X_train, X_test = standardise(X_train, X_test)
+    return X_train, Y_train, X_test, Y_test

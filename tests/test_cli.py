@@ -1,0 +1,124 @@
+"""The ``gpflow-fastvi`` console script, run in-process through :func:`gpflow_fastvi.cli.main`."""
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Dict
+
+import numpy as np
+import pytest
+
+from gpflow_fastvi.cli import main
+from gpflow_fastvi.compare import METHODS
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def write_two_rings(path: Path, N: int = 300, seed: int = 0) -> Path:
+    """A 2-D data set a linear classifier cannot solve: class 1 inside a circle, class 0 outside."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3.0, 3.0, size=(N, 2)) * [1.0, 10.0]  # unequal scales: tests standardising
+    inside = (X[:, 0] ** 2 + (X[:, 1] / 10.0) ** 2) < 3.0
+    labels = np.where(inside, 1, -1)
+    rows = [f"{label},{x0!r},{x1!r}" for label, (x0, x1) in zip(labels, X)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.fixture(name="compare_run", scope="module")
+def _compare_run(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, object]:
+    """One short ``compare`` run (a few seconds per method), shared by the tests below."""
+    folder = tmp_path_factory.mktemp("cli")
+    data = write_two_rings(folder / "rings.csv")
+    out = folder / "out"
+    stdout = io.StringIO()  # capsys is per test; this fixture is per module
+    with contextlib.redirect_stdout(stdout):
+        status = main(
+            ["compare", "--train", str(data), "--inducing", "10", "--time-budget", "3"]
+            + ["--out", str(out)]
+        )
+    return {"status": status, "stdout": stdout.getvalue(), "out": out}
+
+
+def test_compare_succeeds_and_prints_the_data_summary(compare_run: Dict[str, object]) -> None:
+    assert compare_run["status"] == 0
+    assert "n_train = 240, n_test = 60, d = 2, m = 10" in str(compare_run["stdout"])
+
+
+def test_compare_prints_a_table_row_per_method(compare_run: Dict[str, object]) -> None:
+    lines = str(compare_run["stdout"]).splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("Method"))
+    table_rows = lines[header + 2 : header + 2 + len(METHODS)]
+    assert [line[: len(name)] for line, name in zip(table_rows, METHODS)] == list(METHODS)
+    for line in table_rows:
+        accuracy = float(line.split()[-5])  # columns: name..., acc, NLL, ELBO, time, to target
+        assert 0.0 <= accuracy <= 1.0
+
+
+def test_compare_prints_time_ratios(compare_run: Dict[str, object]) -> None:
+    stdout = str(compare_run["stdout"])
+    assert "Time to target, VIJJ / SVGP + Scipy:" in stdout
+    assert "Time to target, VIJJ / SVGP + Adam:" in stdout
+
+
+def test_compare_writes_png_and_json(compare_run: Dict[str, object]) -> None:
+    out = Path(str(compare_run["out"]))
+    png, js = out / "comparison.png", out / "comparison.json"
+    stdout = str(compare_run["stdout"])
+    assert f"Wrote {png}" in stdout and f"Wrote {js}" in stdout
+    assert png.read_bytes()[:8] == PNG_SIGNATURE
+    result = json.loads(js.read_text())
+    assert set(result["methods"]) == set(METHODS)
+    assert result["settings"]["n_train"] == 240 and result["settings"]["num_inducing"] == 10
+    for method in METHODS:
+        rows = result["methods"][method]["rows"]
+        assert len(rows) >= 2, method  # the start, and at least one training step
+        times = [r["time"] for r in rows]
+        assert times[0] == 0.0 and times == sorted(times), method
+        assert {"test_accuracy", "test_nll", "elbo"} <= set(rows[-1]), method
+
+
+def test_compare_methods_learn_something(compare_run: Dict[str, object]) -> None:
+    result = json.loads((Path(str(compare_run["out"])) / "comparison.json").read_text())
+    for method in METHODS:
+        rows = result["methods"][method]["rows"]
+        assert rows[-1]["test_nll"] < rows[0]["test_nll"], method  # below log 2, the start
+
+
+def test_test_file_without_train_file_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    test_file = write_two_rings(tmp_path / "test.csv", N=20)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--test", str(test_file)])
+    assert exit_info.value.code == 2
+    assert "--test needs --train" in capsys.readouterr().err
+
+
+def test_unreadable_data_is_reported_without_training(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "three_classes.csv"
+    bad.write_text("0,1.0\n1,2.0\n2,3.0\n")
+    assert main(["compare", "--train", str(bad), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "gpflow-fastvi: error:" in err and "three_classes.csv" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_data_file_is_reported(tmp_path: Path, capsys) -> None:
+    assert main(["compare", "--train", str(tmp_path / "absent.csv")]) == 1
+    assert "No such data file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "option, value", [("--inducing", "0"), ("--time-budget", "-1"), ("--test-fraction", "1.5")]
+)
+def test_invalid_option_values_are_usage_errors(option: str, value: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", option, value])
+    assert exit_info.value.code == 2
+    assert option in capsys.readouterr().err
+
+
+def test_a_command_is_required(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([])
+    assert exit_info.value.code == 2

@@ -1,0 +1,173 @@
+"""The shared Gaussian algebra against GPflow's SGPR/GPR and against plain dense NumPy."""
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from gpflow_fastvi.gaussian import (
+    checked_cholesky,
+    collapsed_bound,
+    collapsed_factors,
+    map_over_batches,
+    optimal_marginals,
+    optimal_q,
+    robust_cholesky,
+    shift_sites,
+    site_statistics,
+    sum_over_batches,
+    whitened_projection,
+)
+from gpflow_fastvi.sites import jj_sites
+from gpflow_fastvi.types import Sites
+
+
+class FixedVariance(gpflow.functions.Function):
+    """A heteroscedastic noise variance given point by point (only used on the training X)."""
+
+    def __init__(self, variance: np.ndarray):
+        super().__init__()
+        self.variance = tf.constant(variance)
+
+    def __call__(self, X):
+        return self.variance
+
+
+def random_problem(rng, N=40, M=12, D=2):
+    X = rng.normal(size=(N, D))
+    Z = X[rng.choice(N, M, replace=False)] + 0.05 * rng.normal(size=(M, D))
+    kernel = gpflow.kernels.SquaredExponential(variance=1.7, lengthscales=[0.8, 1.3][:D])
+    return X, Z, kernel
+
+
+def bound_of(kernel, Z, X, sites):
+    iv = gpflow.inducing_variables.InducingPoints(Z)
+    L = robust_cholesky(gpflow.covariances.Kuu(iv, kernel), what="Kmm")
+    stats = site_statistics(kernel, iv, X, sites, L)
+    return collapsed_bound(stats, collapsed_factors(stats)), stats, L, iv
+
+
+def test_collapsed_bound_is_sgpr_on_pseudo_targets_plus_site_constants(rng):
+    """Ĵ = SGPR bound on targets b/w with noise 1/w, plus Σ [a + b²/(2w) + ½ log(2π/w)]."""
+    X, Z, kernel = random_problem(rng)
+    Y = rng.choice([-1.0, 1.0], size=(len(X), 1))
+    a, b, w = jj_sites(Y, rng.uniform(0.1, 4.0, size=(len(X), 1)))
+    bound, *_ = bound_of(kernel, Z, X, Sites(a, b, w))
+    sgpr = gpflow.models.SGPR(
+        (X, (b / w).numpy()),
+        kernel,
+        Z,
+        likelihood=gpflow.likelihoods.Gaussian(variance=FixedVariance((1.0 / w).numpy())),
+    )
+    constant = np.sum(a + b**2 / (2 * w) + 0.5 * np.log(2 * np.pi / w))
+    np.testing.assert_allclose(bound.total, sgpr.elbo() + constant, rtol=1e-10)
+
+
+def test_mean_function_is_handled_by_shifting_the_sites(rng):
+    X, Z, kernel = random_problem(rng)
+    variance = 0.3
+    Y = rng.normal(size=(len(X), 1))
+    mean = gpflow.functions.Linear(A=[[0.4], [-1.1]], b=[0.7])
+    sites = Sites(-0.5 * np.log(2 * np.pi * variance) - Y**2 / (2 * variance), Y / variance,
+                  np.full_like(Y, 1 / variance))
+    bound, *_ = bound_of(kernel, Z, X, shift_sites(sites, mean(X)))
+    sgpr = gpflow.models.SGPR((X, Y), kernel, Z, mean_function=mean, noise_variance=variance)
+    np.testing.assert_allclose(bound.total, sgpr.elbo(), rtol=1e-10)
+
+
+def test_gaussian_sites_with_Z_equal_X_give_gpr_log_marginal_likelihood(rng):
+    X, _, kernel = random_problem(rng, N=25)
+    variance = 0.2
+    Y = np.sin(X[:, :1]) + 0.3 * rng.normal(size=(25, 1))
+    sites = Sites(-0.5 * np.log(2 * np.pi * variance) - Y**2 / (2 * variance), Y / variance,
+                  np.full_like(Y, 1 / variance))
+    with gpflow.config.as_context(gpflow.config.Config(jitter=1e-12)):  # GPR's K has no jitter
+        bound, *_ = bound_of(kernel, X.copy(), X, sites)
+    gpr = gpflow.models.GPR((X, Y), kernel, noise_variance=variance)
+    np.testing.assert_allclose(bound.total, gpr.log_marginal_likelihood(), rtol=1e-9)
+
+
+def uncollapsed_elbo(kernel, iv, X, sites, q_mu, q_sqrt, whiten):
+    """Σ E_q[a + b f − w f²/2] − KL, with q(f) from GPflow's own conditional."""
+    Fmu, Fvar = gpflow.conditionals.conditional(X, iv, kernel, q_mu, q_sqrt=q_sqrt, white=whiten)
+    expected = sites.a + sites.b * Fmu - 0.5 * sites.w * (Fmu**2 + Fvar)
+    kl = gpflow.kullback_leiblers.prior_kl(iv, kernel, q_mu, q_sqrt, whiten=whiten)
+    return tf.reduce_sum(expected) - kl
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+def test_closed_form_q_maximises_the_uncollapsed_jj_elbo(rng, whiten):
+    X, Z, kernel = random_problem(rng)
+    Y = rng.choice([-1.0, 1.0], size=(len(X), 1))
+    sites = jj_sites(Y, rng.uniform(0.1, 3.0, size=(len(X), 1)))
+    bound, stats, L, iv = bound_of(kernel, Z, X, sites)
+    q_mu, q_sqrt = optimal_q(collapsed_factors(stats), L, whiten)
+    assert np.allclose(np.triu(q_sqrt[0], 1), 0.0)  # a valid GPflow q_sqrt: lower triangular
+    best = uncollapsed_elbo(kernel, iv, X, sites, q_mu, q_sqrt, whiten)
+    np.testing.assert_allclose(best, bound.total, rtol=1e-9)  # the two bounds agree at the optimum
+    for _ in range(5):
+        d_mu = 0.05 * rng.normal(size=q_mu.shape)
+        d_sqrt = 0.05 * np.tril(rng.normal(size=q_sqrt.shape))
+        assert uncollapsed_elbo(kernel, iv, X, sites, q_mu + d_mu, q_sqrt, whiten) < best
+        assert uncollapsed_elbo(kernel, iv, X, sites, q_mu, q_sqrt + d_sqrt, whiten) < best
+
+
+def test_optimal_marginals_match_gpflow_conditional(rng):
+    X, Z, kernel = random_problem(rng)
+    sites = jj_sites(rng.choice([-1.0, 1.0], size=(len(X), 1)), np.ones((len(X), 1)))
+    _, stats, L, iv = bound_of(kernel, Z, X, sites)
+    factors = collapsed_factors(stats)
+    q_mu, q_sqrt = optimal_q(factors, L, whiten=True)
+    A, Knn_diag = whitened_projection(kernel, iv, X, L)
+    Fmu, Fvar = optimal_marginals(A, Knn_diag, factors)
+    ref_mu, ref_var = gpflow.conditionals.conditional(X, iv, kernel, q_mu, q_sqrt=q_sqrt, white=True)
+    np.testing.assert_allclose(Fmu, ref_mu, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(Fvar, ref_var, rtol=1e-7, atol=1e-12)
+
+
+def test_statistics_add_up_over_batches_with_gradients(rng):
+    """Batches of 7 rows (the last one short) give the same statistics and gradients as one pass."""
+    X, Z, kernel = random_problem(rng, N=40)
+    iv = gpflow.inducing_variables.InducingPoints(Z)
+    sites = jj_sites(rng.choice([-1.0, 1.0], size=(40, 1)), rng.uniform(0.1, 3.0, size=(40, 1)))
+
+    def bound(batch_size):
+        L = robust_cholesky(gpflow.covariances.Kuu(iv, kernel), what="Kmm")
+
+        def batch(X, a, b, w, L):
+            return site_statistics(kernel, iv, X, Sites(a, b, w), L)
+
+        stats = sum_over_batches(batch, (tf.constant(X), *sites), batch_size, (L,))
+        return collapsed_bound(stats, collapsed_factors(stats)).total
+
+    def value_and_grads(batch_size):
+        with tf.GradientTape() as tape:
+            value = tf.function(lambda: bound(batch_size))()
+        return value, tape.gradient(value, kernel.trainable_variables)
+
+    full, full_grads = value_and_grads(None)
+    batched, batched_grads = value_and_grads(7)
+    np.testing.assert_allclose(batched, full, rtol=1e-12)
+    for g_batched, g_full in zip(batched_grads, full_grads):
+        np.testing.assert_allclose(g_batched, g_full, rtol=1e-10)
+
+
+def test_map_over_batches_concatenates_in_order():
+    x = tf.range(23, dtype=tf.float64)[:, None]
+    (out,) = tf.function(lambda: map_over_batches(lambda x: (2.0 * x,), (x,), 5))()
+    np.testing.assert_array_equal(out, 2.0 * x)
+
+
+def test_robust_cholesky_escalates_jitter_for_duplicate_inducing_inputs():
+    Z = np.zeros((4, 1))  # four copies of one point: Kmm has rank one
+    K = gpflow.kernels.SquaredExponential()(Z)
+    L = tf.function(lambda: robust_cholesky(K, jitter=0.0, what="Kmm"))()
+    assert np.all(np.isfinite(L))
+    np.testing.assert_allclose(L @ tf.transpose(L), K, atol=1e-6)
+
+
+def test_robust_cholesky_names_the_matrix_when_jitter_cannot_help():
+    K = -tf.eye(3, dtype=tf.float64)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Cholesky factorisation of Kmm failed"):
+        tf.function(lambda: robust_cholesky(K, what="Kmm"))()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="site precisions w are negative"):
+        checked_cholesky(K, what="B")
