@@ -3,21 +3,36 @@ gpflow_fastvi: fast variational GP classification for GPflow 2.
 
 Swap :class:`gpflow.models.SVGP` for a model here, keep the kernel, inducing inputs, likelihood and
 predictions, and train with :func:`fit` (or GPflow's own optimisers on ``model.training_loss``).
-"""
-from ._version import __version__
-from .exceptions import CholeskyError, IncompatibleLikelihoodError, InvalidDataError
-from .inducing import kmeans_inducing_points
-from .models import VIJJ, GaussianSitesModel
-from .training import Trace, fit
 
-__all__ = [
-    "CholeskyError",
-    "GaussianSitesModel",
-    "IncompatibleLikelihoodError",
-    "InvalidDataError",
-    "Trace",
-    "VIJJ",
-    "__version__",
-    "fit",
-    "kmeans_inducing_points",
-]
+The public names are loaded on first use, so that ``gpflow-fastvi --help`` and
+``import gpflow_fastvi.datasets`` do not wait for TensorFlow.
+"""
+from importlib import import_module
+from typing import Any
+
+from ._version import __version__
+
+_PUBLIC = {
+    "CholeskyError": ".exceptions",
+    "IncompatibleLikelihoodError": ".exceptions",
+    "InvalidDataError": ".exceptions",
+    "GaussianSitesModel": ".models",
+    "VIJJ": ".models",
+    "Trace": ".training",
+    "fit": ".training",
+    "kmeans_inducing_points": ".inducing",
+}
+
+__all__ = sorted(_PUBLIC) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        value = getattr(import_module(_PUBLIC[name], __name__), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return __all__

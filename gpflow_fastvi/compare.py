@@ -18,8 +18,8 @@ Each method's trace is a list of rows, ``{"iteration", "time", "test_accuracy", 
 "elbo"}``, starting with the untrained model at time 0. ``time`` is training wall-clock seconds
 since the method started, graph compilation included and the evaluations themselves excluded (the
 clock is paused while a row is computed). The ELBO is on the full training data: SVGP's own ELBO
-for the SVGP methods, :meth:`VIJJ.elbo` (the Jaakkola–Jordan bound, which lies below the SVGP ELBO
-at the same q(u)) for VIJJ.
+for the SVGP methods, :meth:`VIJJ.elbo` for VIJJ: the same SVGP ELBO at VIJJ's q(u), which lies
+above the Jaakkola–Jordan bound VIJJ optimises.
 
 TensorFlow and GPflow are imported with this module; keep it out of ``gpflow_fastvi/__init__.py``.
 """
@@ -404,8 +404,8 @@ class ComparisonResult:
             for other, ratio in self.time_ratios(VIJJ_NAME).items():
                 notes.append(f"Time to target, {VIJJ_NAME} / {other}: {_format_ratio(ratio)}")
             notes.append(
-                f"{VIJJ_NAME}'s ELBO is its Jaakkola-Jordan bound, which lies below the SVGP ELBO "
-                "at the same q(u)."
+                "ELBO: the standard SVGP ELBO at each model's q(u) (for VIJJ, model.elbo(), which "
+                "lies above its own Jaakkola-Jordan bound)."
             )
         if markdown:
             notes = [note if not note else note + "  " for note in notes]
@@ -525,6 +525,24 @@ def _check_inputs(
     return X_train, Y_train, X_test, Y_test
 
 
+def _warm_up(data: Tuple[np.ndarray, np.ndarray]) -> None:
+    """
+    Pay TensorFlow's one-off start-up costs (kernel registration, the first graph, thread pools)
+    before any clock starts, so that they are not charged to whichever method happens to run first.
+    """
+    X = tf.constant(data[0][:8])
+    kernel = _make_kernel(X.shape[1])
+
+    @tf.function
+    def first_graph() -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            L = tf.linalg.cholesky(kernel(X) + tf.eye(X.shape[0], dtype=X.dtype))
+            value = tf.reduce_sum(tf.linalg.triangular_solve(L, X))
+        return tape.gradient(value, kernel.trainable_variables)
+
+    first_graph()
+
+
 def run_comparison(
     X_train: np.ndarray,
     Y_train: np.ndarray,
@@ -574,6 +592,7 @@ def run_comparison(
     data = (X_train, Y_train)
     test = (X_test, Y_test)
     traces: Dict[str, Trace] = {}
+    _warm_up(data)
     tf.random.set_seed(seed)
     traces[VIJJ_NAME] = _run_vijj(data, test, Z, time_budget, progress)
     tf.random.set_seed(seed)

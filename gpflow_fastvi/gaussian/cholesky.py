@@ -35,13 +35,12 @@ def robust_cholesky(K: tf.Tensor, *, jitter: Optional[float] = None, what: str =
     def escalate() -> tf.Tensor:
         scale = tf.stop_gradient(tf.reduce_mean(tf.abs(tf.linalg.diag_part(K))))
         extra = tf.constant(JITTER_ESCALATION, dtype=K.dtype) * scale + tf.cast(jitter, K.dtype)
-
-        def not_done(i: tf.Tensor) -> tf.Tensor:
-            trial = tf.linalg.cholesky(tf.stop_gradient(K) + extra[i] * eye)
-            return tf.logical_and(i < len(JITTER_ESCALATION) - 1, tf.logical_not(factorised(trial)))
-
-        i = tf.while_loop(not_done, lambda i: (i + 1,), (tf.constant(0),))[0]
-        L = tf.linalg.cholesky(K + extra[i] * eye)
+        # All candidate jitters in one batched factorisation: no loop to trace, and this branch
+        # only runs when the first attempt has failed.
+        trials = tf.linalg.cholesky(tf.stop_gradient(K)[None] + extra[:, None, None] * eye)
+        succeeded = tf.reduce_all(tf.math.is_finite(tf.linalg.diag_part(trials)), axis=-1)
+        smallest = tf.argmax(tf.cast(succeeded, tf.int32))  # first success (0 if none: caught below)
+        L = tf.linalg.cholesky(K + tf.gather(extra, smallest) * eye)
         return tf.debugging.assert_all_finite(
             L,
             f"Cholesky factorisation of {what} failed even with jitter of 1e-2 times its mean "

@@ -21,6 +21,7 @@ from gpflow.utilities import triangular
 from ..exceptions import InvalidDataError
 from ..gaussian import (
     CollapsedBound,
+    CollapsedFactors,
     collapsed_bound,
     collapsed_factors,
     map_over_batches,
@@ -190,14 +191,17 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         """The collapsed bound at the current hyperparameters and site parameters."""
         return self.collapsed_bound().total
 
+    def _store_q(self, L: tf.Tensor, factors: CollapsedFactors) -> None:
+        q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
+        self.q_mu.assign(tf.stop_gradient(q_mu))
+        self.q_sqrt.assign(tf.stop_gradient(q_sqrt))
+
     def _bound_and_store_q(self) -> tf.Tensor:
         """The collapsed bound, storing its maximiser q(u) in ``q_mu``/``q_sqrt`` on the way."""
         L = self.Kmm_cholesky()
         stats = self.site_statistics(L)
         factors = collapsed_factors(stats)
-        q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
-        self.q_mu.assign(tf.stop_gradient(q_mu))
-        self.q_sqrt.assign(tf.stop_gradient(q_sqrt))
+        self._store_q(L, factors)
         return collapsed_bound(stats, factors).total
 
     def training_loss(self) -> tf.Tensor:
@@ -215,35 +219,49 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         """Set q(u) to its closed-form optimum for the current parameters; return the collapsed bound."""
         return self._bound_and_store_q()
 
-    def update_sites(self, num_updates: int = 1) -> None:
+    def update_sites(self, num_updates: int = 1) -> tf.Tensor:
         """
         Closed-form coordinate ascent on the site parameters: ``num_updates`` times, form the optimal
         q(u) for the current sites and set the site parameters to their optimum for its marginals
-        q(fᵢ). Each update can only raise the collapsed bound. Hyperparameters are left alone.
+        q(fᵢ). Then store the optimal q(u) for the final sites and return the collapsed bound.
+        No update can lower the bound. Hyperparameters are left alone.
         """
         X, Y = self.data
         L = self.Kmm_cholesky()
-        params = self._site_parameter_values()
-        if self.batch_size is None:
-            A, Knn_diag = whitened_projection(self.kernel, self.inducing_variable, X, L)  # once
+        if self.batch_size is None:  # project once, reuse for every pass
+            A, Knn_diag = whitened_projection(self.kernel, self.inducing_variable, X, L)
             mean = self.mean_function(X)
-            for _ in range(num_updates):
-                sites = shift_sites(self.site_rule(Y, *params), mean)
-                factors = collapsed_factors(statistics_from_projection(A, Knn_diag, sites))
-                Gmu, Fvar = optimal_marginals(A, Knn_diag, factors)
-                params = self.site_update(Y, Gmu + mean, Fvar)
-        else:
-            for _ in range(num_updates):
-                factors = collapsed_factors(self.site_statistics(L, params))
 
+            def statistics(params: Tuple[tf.Tensor, ...]) -> SiteStatistics:
+                sites = shift_sites(self.site_rule(Y, *params), mean)
+                return statistics_from_projection(A, Knn_diag, sites)
+
+            def updated(factors: CollapsedFactors) -> Tuple[tf.Tensor, ...]:
+                Gmu, Fvar = optimal_marginals(A, Knn_diag, factors)
+                return self.site_update(Y, Gmu + mean, Fvar)
+
+        else:
+
+            def statistics(params: Tuple[tf.Tensor, ...]) -> SiteStatistics:
+                return self.site_statistics(L, params)
+
+            def updated(factors: CollapsedFactors) -> Tuple[tf.Tensor, ...]:
                 def batch_update(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, ...]:
                     A, Knn_diag = whitened_projection(self.kernel, self.inducing_variable, X, L)
                     Gmu, Fvar = optimal_marginals(A, Knn_diag, factors)
                     return self.site_update(Y, Gmu + self.mean_function(X), Fvar)
 
-                params = map_over_batches(batch_update, (X, Y), self.batch_size)
+                return tuple(map_over_batches(batch_update, (X, Y), self.batch_size))
+
+        params = self._site_parameter_values()
+        for _ in range(num_updates):
+            params = updated(collapsed_factors(statistics(params)))
+        stats = statistics(params)
+        factors = collapsed_factors(stats)
         for parameter, value in zip(self.site_parameters, params):
             parameter.assign(value)
+        self._store_q(L, factors)
+        return collapsed_bound(stats, factors).total
 
     # ----------------------------------------------------------------------------------------------
     # The SVGP yardstick and predictions, exactly as in gpflow.models.SVGP.

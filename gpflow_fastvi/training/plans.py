@@ -84,18 +84,21 @@ def alternating_plan(
     maxfun: Optional[int],
     site_variables: List[tf.Variable],
     max_iter: int = 1000,
-    tol: float = 1e-6,
+    tol: float = 1e-5,
 ) -> TrainingPlan:
     """
     The alternating scheme of :cite:t:`izmailov2017faster` (Algorithm 1) and its variants:
 
     1. ``n_upd`` closed-form updates of the site parameters and q(u) (``analytic``, ``hybrid``);
     2. L-BFGS-B for at most ``maxfun`` evaluations of the collapsed bound, over the trainable
-       hyperparameters (``analytic``) or over them and the site parameters (``full``, ``hybrid``);
-    3. q(u) set to its optimum for the new parameters, and the bound returned.
+       hyperparameters (``analytic``) or over them and the site parameters (``full``, ``hybrid``).
 
-    Steps 1 and 3 cannot lower the bound and step 2 is a descent method on −bound, so the
-    objective is non-decreasing up to L-BFGS-B's line-search tolerance.
+    An outer iteration runs stage 2 and then stage 1 of the next iteration (the very first one
+    runs stage 1 first as well), so that it ends with q(u) optimal for the current parameters and
+    the trace's callback sees the model as a user would; ``full`` only refreshes q(u) there. Only
+    two functions are compiled, once per :func:`fit` call. Stage 1 cannot lower the bound and
+    stage 2 is a descent method on −bound, so the objective is non-decreasing up to L-BFGS-B's
+    line-search tolerance.
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {sorted(_METHODS)}; got {method!r}.")
@@ -112,14 +115,20 @@ def alternating_plan(
         variables += site_variables
     lbfgs = LBFGSStage(model._training_loss, variables, int(maxfun)) if variables else None
     # Our maths uses TensorFlow control flow explicitly: AutoGraph would only slow tracing down.
-    update_sites = tf.function(lambda: model.update_sites(int(n_upd)), autograph=False)
-    update_q = tf.function(model.update_q, autograph=False)
+    closed_form = tf.function(
+        lambda: model.update_sites(int(n_upd) if closed_form_sites else 0), autograph=False
+    )
+    started = False
 
     def step() -> float:
-        if closed_form_sites:
-            update_sites()
+        nonlocal started
+        if closed_form_sites and not started:
+            closed_form()  # stage 1 of the first iteration
+        started = True
         if lbfgs is not None:
             lbfgs()
-        return float(update_q())
+        # Stage 1 of the next iteration, brought forward: the site updates end by storing the
+        # optimal q(u) and returning the bound, so each row of the trace sees a current q(u).
+        return float(closed_form())
 
     return TrainingPlan(method=method, step=step, max_iter=max_iter, tol=tol)

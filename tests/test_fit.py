@@ -1,0 +1,137 @@
+"""fit(): the training entry point, its trace, and the accuracy it reaches on real data."""
+import time
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gpflow_fastvi as fv
+
+from .test_vi_jj import make_vijj
+
+
+@pytest.mark.parametrize("method", ["analytic", "full", "hybrid"])
+def test_every_method_raises_the_bound_and_records_rows(binary_data, method):
+    model = make_vijj(binary_data)
+    start = float(model.collapsed_bound().total)
+    trace = fv.fit(model, method=method, max_iter=8, tol=0.0)
+    objectives = trace.column("objective")
+    assert trace.method == method and trace.stop_reason == "max_iter"
+    assert [row["iteration"] for row in trace.rows] == list(range(1, 9))
+    assert np.all(np.diff(trace.column("time")) > 0)
+    assert objectives[0] > start
+    # Closed-form updates cannot lower the bound; L-BFGS-B may by line-search slack only.
+    assert np.all(np.diff(objectives) > -1e-6 * np.abs(objectives[1:]))
+    np.testing.assert_allclose(objectives[-1], model.collapsed_bound().total, rtol=1e-10)
+
+
+def test_the_three_methods_reach_the_same_optimum_in_xi(binary_data):
+    """
+    With the hyperparameters fixed, vi-JJ (closed-form ξ), vi-JJ-full (L-BFGS on ξ) and
+    vi-JJ-hybrid (both) maximise the same bound over ξ and must agree on its maximum.
+    (With θ free the bound is nearly flat along kernel variance and lengthscale on this small
+    problem, so there the methods are only compared by the rise of the bound, above.)
+    """
+    bounds = []
+    for method in ("analytic", "full", "hybrid"):
+        model = make_vijj(binary_data)
+        gpflow.set_trainable(model.kernel, False)
+        trace = fv.fit(model, method=method, max_iter=3000, tol=1e-12)
+        assert trace.converged
+        bounds.append(trace.rows[-1]["objective"])
+    np.testing.assert_allclose(bounds, bounds[0], rtol=1e-7)
+
+
+def test_callback_values_join_the_rows_and_their_time_is_not_counted(binary_data):
+    model = make_vijj(binary_data)
+    X, Y = binary_data
+
+    def callback(m):
+        time.sleep(0.2)
+        return {"accuracy": float(np.mean((m.predict_y(X)[0].numpy() > 0.5) == Y))}
+
+    trace = fv.fit(model, max_iter=3, tol=0.0, callback=callback)
+    assert all(0.0 <= row["accuracy"] <= 1.0 for row in trace.rows)
+    assert trace.rows[-1]["time"] < 0.6 + 5.0  # < 3 × 0.2 s of sleeping + generous training time
+    per_iteration = np.diff(trace.column("time"))
+    assert np.all(per_iteration < 0.2)  # a 0.2 s sleep in each iteration would show here
+
+
+def test_time_budget_and_tolerance_stop_the_loop(binary_data):
+    trace = fv.fit(make_vijj(binary_data), max_iter=10**6, tol=0.0, time_budget=1.0)
+    assert trace.stop_reason == "time_budget" and 1.0 <= trace.rows[-1]["time"] < 10.0
+    trace = fv.fit(make_vijj(binary_data), max_iter=10**6, tol=1e-3)
+    assert trace.converged
+    last, before = trace.column("objective")[-2:]
+    assert abs(last - before) <= 1e-3 * abs(last)
+
+
+def test_progress_bar_is_shown_on_request(binary_data, capsys):
+    fv.fit(make_vijj(binary_data), max_iter=2, progress=True)
+    assert "VIJJ (analytic)" in capsys.readouterr().err
+
+
+def test_fit_refuses_misuse(binary_data):
+    model = make_vijj(binary_data)
+    with pytest.raises(ValueError, match="holds its training data"):
+        fv.fit(model, binary_data)
+    with pytest.raises(ValueError, match="method must be one of"):
+        fv.fit(model, method="newton")
+    with pytest.raises(ValueError, match="n_upd"):
+        fv.fit(model, n_upd=0)
+    with pytest.raises(TypeError, match="no training plan"):
+        fv.fit(gpflow.models.GPR(binary_data, gpflow.kernels.Matern32()))
+
+
+def test_fit_with_trainable_inducing_inputs_moves_them(binary_data):
+    model = make_vijj(binary_data, train_inducing=True)
+    Z = model.inducing_variable.Z.numpy().copy()
+    fv.fit(model, max_iter=3)
+    assert not np.allclose(model.inducing_variable.Z.numpy(), Z)
+
+
+# ------------------------------------------------------------------------------------------------
+# Real data: banana, m = 50, the set-up of `gpflow-fastvi compare`.
+
+
+def accuracy(model, X, Y):
+    return float(np.mean((model.predict_y(X)[0].numpy() > 0.5) == (Y > 0.5)))
+
+
+@pytest.fixture(scope="module")
+def svgp_banana_accuracy(banana_split):
+    """GPflow's SVGP with the logit link, fixed k-means Z, trained to convergence by L-BFGS."""
+    X, Y, X_test, Y_test = banana_split
+    model = gpflow.models.SVGP(
+        gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]),
+        gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid),
+        fv.kmeans_inducing_points(X, 50),
+        num_data=len(X),
+    )
+    gpflow.set_trainable(model.inducing_variable, False)
+    gpflow.optimizers.Scipy().minimize(
+        model.training_loss_closure((X, Y)), model.trainable_variables, options={"maxiter": 2000}
+    )
+    return accuracy(model, X_test, Y_test)
+
+
+@pytest.mark.slow
+def test_fit_reaches_svgp_accuracy_on_banana(banana_split, svgp_banana_accuracy):
+    X, Y, X_test, Y_test = banana_split
+    model = fv.VIJJ((X, Y), gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]), 50)
+    trace = fv.fit(model, max_iter=100)
+    assert abs(accuracy(model, X_test, Y_test) - svgp_banana_accuracy) <= 0.01
+    assert trace.rows[-1]["objective"] <= model.elbo()  # the bound stays below the yardstick
+
+
+@pytest.mark.slow
+def test_plain_scipy_on_training_loss_reaches_svgp_accuracy_on_banana(banana_split, svgp_banana_accuracy):
+    X, Y, X_test, Y_test = banana_split
+    model = fv.VIJJ((X, Y), gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]), 50)
+    gpflow.optimizers.Scipy().minimize(model.training_loss, model.trainable_variables)
+    assert abs(accuracy(model, X_test, Y_test) - svgp_banana_accuracy) <= 0.01
+    # The q(u) the model predicts with is the optimum for the parameters Scipy left behind.
+    q_mu = model.q_mu.numpy()
+    model.update_q()
+    np.testing.assert_allclose(model.q_mu.numpy(), q_mu, rtol=1e-8, atol=1e-10)
