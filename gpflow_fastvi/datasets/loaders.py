@@ -25,6 +25,8 @@ from typing import IO, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..exceptions import InvalidDataError
+
 PathLike = Union[str, "os.PathLike[str]"]
 """A file-system path, as a string or a :class:`os.PathLike`."""
 
@@ -44,7 +46,7 @@ _LIBSVM_PAIR = re.compile(r"\s\d+:\S")
 _SNIFF_LINES = 20
 
 
-class DatasetError(ValueError):
+class DatasetError(InvalidDataError):
     """A data file that cannot be read as a binary-classification data set."""
 
 

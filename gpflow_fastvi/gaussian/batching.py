@@ -27,6 +27,7 @@ def _loop_sum(
     return tf.while_loop(lambda start, _: start < N, body, (tf.constant(batch_size), first))[1]
 
 
+@tf.autograph.experimental.do_not_convert  # explicit tf.while_loop inside; nothing to convert
 def sum_over_batches(
     fn: Callable[..., T],
     tensors: Sequence[tf.Tensor],
@@ -51,7 +52,7 @@ def sum_over_batches(
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     shared = [tf.convert_to_tensor(t) for t in shared]
     num_tensors = len(tensors)
-    structure: List[T] = []
+    structure = []  # the nest fn returns, recorded on its first call
 
     def flat_fn(*args: tf.Tensor) -> List[tf.Tensor]:
         result = fn(*args)
@@ -111,6 +112,7 @@ def sum_over_batches(
     return tf.nest.pack_sequence_as(structure[0], list(total))
 
 
+@tf.autograph.experimental.do_not_convert
 def map_over_batches(
     fn: Callable[..., Sequence[tf.Tensor]], tensors: Sequence[tf.Tensor], batch_size: Optional[int]
 ) -> Sequence[tf.Tensor]:

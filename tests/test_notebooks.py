@@ -1,0 +1,20 @@
+"""The tutorials in notebooks/ run from top to bottom (with shortened loops)."""
+import pathlib
+import runpy
+
+import matplotlib
+import matplotlib.pyplot
+import pytest
+
+NOTEBOOKS = sorted((pathlib.Path(__file__).parents[1] / "notebooks").glob("*.pct.py"))
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs(path, monkeypatch):
+    matplotlib.use("Agg")
+    monkeypatch.setenv("GPFLOW_FASTVI_QUICK", "1")
+    runpy.run_path(str(path), run_name="__main__")  # raises if any cell fails
+    figures = matplotlib.pyplot.get_fignums()
+    matplotlib.pyplot.close("all")
+    assert figures, f"{path.name} drew no figure"
