@@ -135,3 +135,21 @@ def test_plain_scipy_on_training_loss_reaches_svgp_accuracy_on_banana(banana_spl
     q_mu = model.q_mu.numpy()
     model.update_q()
     np.testing.assert_allclose(model.q_mu.numpy(), q_mu, rtol=1e-8, atol=1e-10)
+
+
+def test_lbfgs_stage_backs_off_from_trial_points_that_fail():
+    """A trial point that cannot be evaluated (say Kmm not factorisable) shortens the step."""
+    from gpflow_fastvi.training import LBFGSStage
+
+    x = tf.Variable([0.0], dtype=tf.float64)
+
+    def loss():
+        checked = tf.debugging.assert_all_finite(tf.sqrt(2.0 - x), message="too far")  # NaN past 2
+        return tf.reduce_sum((x - 5.0) ** 2) + 0.0 * tf.reduce_sum(checked)
+
+    stage = LBFGSStage(loss, [x], maxfun=30)
+    stage()
+    assert 0.0 < x.numpy()[0] < 2.0  # moved towards 5 as far as it could be evaluated
+    x.assign([3.0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="too far"):
+        stage()  # the current point itself fails: that is reported

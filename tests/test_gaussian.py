@@ -14,7 +14,9 @@ from gpflow_fastvi.gaussian import (
     robust_cholesky,
     shift_sites,
     site_statistics,
+    statistics_from_projection,
     sum_over_batches,
+    unexplained_variance,
     whitened_projection,
 )
 from gpflow_fastvi.sites import jj_sites
@@ -171,3 +173,13 @@ def test_robust_cholesky_names_the_matrix_when_jitter_cannot_help():
         tf.function(lambda: robust_cholesky(K, what="Kmm"))()
     with pytest.raises(tf.errors.InvalidArgumentError, match="site precisions w are negative"):
         checked_cholesky(K, what="B")
+
+
+def test_rounding_cannot_make_the_unexplained_variance_negative():
+    """Knn,ᵢᵢ − ‖aᵢ‖² ≥ 0 exactly; where rounding says otherwise the bound must not profit."""
+    A = tf.constant([[1.0, 3.0], [0.0, 4.0]], dtype=tf.float64)  # ‖a‖² = 1 and 25
+    Knn_diag = tf.constant([2.0, 24.0], dtype=tf.float64)  # the second is "explained" beyond 100 %
+    np.testing.assert_array_equal(unexplained_variance(A, Knn_diag), [1.0, 0.0])
+    sites = Sites(*(tf.ones((2, 1), dtype=tf.float64) for _ in range(3)))
+    stats = statistics_from_projection(A, Knn_diag, sites)
+    np.testing.assert_allclose(stats.trace, 1.0)

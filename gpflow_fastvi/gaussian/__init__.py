@@ -10,6 +10,7 @@ from .statistics import (
     shift_sites,
     site_statistics,
     statistics_from_projection,
+    unexplained_variance,
     whitened_projection,
 )
 
@@ -27,5 +28,6 @@ __all__ = [
     "site_statistics",
     "statistics_from_projection",
     "sum_over_batches",
+    "unexplained_variance",
     "whitened_projection",
 ]

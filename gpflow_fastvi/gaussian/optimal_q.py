@@ -19,6 +19,7 @@ from check_shapes import check_shapes
 
 from .cholesky import checked_cholesky
 from .collapsed import CollapsedFactors
+from .statistics import unexplained_variance
 
 
 @check_shapes(
@@ -68,7 +69,5 @@ def optimal_marginals(
     mean_v = tf.linalg.triangular_solve(LB, c, lower=True, adjoint=True)  # LB⁻ᵀ c
     Fmu = tf.linalg.matmul(A, mean_v, transpose_a=True)  # Aᵀ LB⁻ᵀ c         [N, 1]
     LB_inv_A = tf.linalg.triangular_solve(LB, A, lower=True)  # LB⁻¹ A        [M, N]
-    Fvar = (
-        Knn_diag - tf.reduce_sum(tf.square(A), axis=0) + tf.reduce_sum(tf.square(LB_inv_A), axis=0)
-    )
+    Fvar = unexplained_variance(A, Knn_diag) + tf.reduce_sum(tf.square(LB_inv_A), axis=0)
     return Fmu, Fvar[:, None]

@@ -37,6 +37,18 @@ def whitened_projection(
     return A, Knn_diag
 
 
+@check_shapes("A: [M, N]", "Knn_diag: [N]", "return: [N]")
+def unexplained_variance(A: tf.Tensor, Knn_diag: tf.Tensor) -> tf.Tensor:
+    """
+    Knn,ᵢᵢ − Qnn,ᵢᵢ with Qnn,ᵢᵢ = ‖aᵢ‖²: the prior variance of fᵢ that u does not explain.
+
+    It is ≥ 0 exactly. A negative value is rounding error (a kernel evaluated at a lengthscale
+    near 0 is the usual cause), and is set to 0: left in, an optimiser would climb it to an
+    arbitrarily large "bound".
+    """
+    return tf.maximum(Knn_diag - tf.reduce_sum(tf.square(A), axis=0), 0.0)
+
+
 @check_shapes(
     "sites.a: [N, 1]",
     "sites.b: [N, 1]",
@@ -71,8 +83,7 @@ def statistics_from_projection(A: tf.Tensor, Knn_diag: tf.Tensor, sites: Sites) 
     w = sites.w[:, 0]  # [N]
     AWAt = tf.linalg.matmul(A * w, A, transpose_b=True)  # A W Aᵀ                  [M, M]
     Ab = tf.linalg.matmul(A, sites.b)  # A b                                         [M, 1]
-    Qnn_diag = tf.reduce_sum(tf.square(A), axis=0)  # Qnn,ᵢᵢ = ‖aᵢ‖²               [N]
-    trace = tf.reduce_sum(w * (Knn_diag - Qnn_diag))  # Σ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ)
+    trace = tf.reduce_sum(w * unexplained_variance(A, Knn_diag))  # Σ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ)
     return SiteStatistics(AWAt=AWAt, Ab=Ab, sum_a=tf.reduce_sum(sites.a), trace=trace)
 
 

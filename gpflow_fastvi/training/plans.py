@@ -52,18 +52,26 @@ class LBFGSStage:
             return value, Scipy.pack_tensors(gradients)
 
         def scipy_objective(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-            value, gradient = loss_and_gradient(tf.constant(x))
+            try:
+                value, gradient = loss_and_gradient(tf.constant(x))
+            except tf.errors.InvalidArgumentError:
+                if np.array_equal(x, self._start):
+                    raise  # the current parameters themselves fail: a real error, report it
+                # A line-search trial point so extreme that Kmm cannot be factorised: report it as
+                # +inf, so that L-BFGS-B shortens its step instead of stopping training.
+                return np.inf, np.zeros_like(x)
             return value.numpy(), gradient.numpy()
 
         self._objective = scipy_objective
+        self._start = np.empty(0)
 
     def __call__(self) -> scipy.optimize.OptimizeResult:
         Scipy = gpflow.optimizers.Scipy
-        x0 = Scipy.pack_tensors(self.variables).numpy()
+        x0 = self._start = Scipy.pack_tensors(self.variables).numpy()
         result = scipy.optimize.minimize(
             self._objective, x0, jac=True, method="L-BFGS-B", options={"maxfun": self.maxfun}
         )
-        x = result.x if np.all(np.isfinite(result.x)) else x0
+        x = result.x if np.isfinite(result.fun) and np.all(np.isfinite(result.x)) else x0
         Scipy.assign_tensors(self.variables, Scipy.unpack_tensors(self.variables, tf.constant(x)))
         return result
 
