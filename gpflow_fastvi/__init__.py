@@ -7,6 +7,7 @@ predictions, and train with :func:`fit` (or GPflow's own optimisers on ``model.t
 The public names are loaded on first use, so that ``gpflow-fastvi --help`` and
 ``import gpflow_fastvi.datasets`` do not wait for TensorFlow.
 """
+
 from importlib import import_module
 from typing import Any
 

@@ -1,4 +1,5 @@
 """Inducing inputs: accept what a GPflow user would pass, or place them by k-means as the papers do."""
+
 import warnings
 from typing import Union
 

@@ -7,6 +7,7 @@ Site rules (:mod:`gpflow_fastvi.sites`) produce :class:`Sites`; the Gaussian alg
 (:mod:`gpflow_fastvi.gaussian`) turns them into :class:`SiteStatistics` and from there into the optimal
 q(u) and the collapsed bound.
 """
+
 from typing import NamedTuple
 
 import tensorflow as tf

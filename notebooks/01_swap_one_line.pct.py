@@ -67,7 +67,9 @@ svgp_paused = 0.0
 def record_svgp(step, variables, values):
     global svgp_paused
     began = time.perf_counter()
-    svgp_rows.append((began - svgp_start - svgp_paused, accuracy(svgp), float(svgp.elbo((X_train, Y_train)))))
+    svgp_rows.append(
+        (began - svgp_start - svgp_paused, accuracy(svgp), float(svgp.elbo((X_train, Y_train))))
+    )
     svgp_paused += time.perf_counter() - began
 
 
@@ -77,7 +79,9 @@ gpflow.optimizers.Scipy().minimize(
     step_callback=record_svgp,
     options={"maxiter": MAX_ITER},
 )
-print(f"SVGP: accuracy {accuracy(svgp):.4f}, NLL {nll(svgp):.4f}, ELBO {float(svgp.elbo((X_train, Y_train))):.2f}")
+print(
+    f"SVGP: accuracy {accuracy(svgp):.4f}, NLL {nll(svgp):.4f}, ELBO {float(svgp.elbo((X_train, Y_train))):.2f}"
+)
 
 # %% [markdown]
 # ## After: the same model class swapped for VIJJ
@@ -142,9 +146,17 @@ fig.tight_layout()
 # %%
 fig, ax = plt.subplots(figsize=(6, 4))
 for method in ("analytic", "full", "hybrid"):
-    model = fv.VIJJ((X_train, Y_train), gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]), Z.copy())
-    variant = fv.fit(model, method=method, max_iter=MAX_ITER, callback=lambda m: {"accuracy": accuracy(m)})
-    ax.plot(variant.column("time"), variant.column("accuracy"), label=f"{method}: {variant.rows[-1]['accuracy']:.3f}")
+    model = fv.VIJJ(
+        (X_train, Y_train), gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]), Z.copy()
+    )
+    variant = fv.fit(
+        model, method=method, max_iter=MAX_ITER, callback=lambda m: {"accuracy": accuracy(m)}
+    )
+    ax.plot(
+        variant.column("time"),
+        variant.column("accuracy"),
+        label=f"{method}: {variant.rows[-1]['accuracy']:.3f}",
+    )
 ax.set(xscale="log", xlabel="seconds", ylabel="test accuracy", ylim=(0.8, 0.92))
 ax.legend()
 fig.tight_layout()

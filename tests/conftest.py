@@ -1,4 +1,5 @@
 """Shared fixtures: float64, shape checks fully on, seeded data, the banana split."""
+
 import gpflow
 import numpy as np
 import pytest

@@ -1,9 +1,12 @@
 """Plain, slow references that the tests compare the package against."""
+
 import numpy as np
 from scipy.special import logsumexp, roots_hermitenorm
 
 
-def log_marginal_likelihood_by_quadrature(K: np.ndarray, Y_signed: np.ndarray, order: int = 40) -> float:
+def log_marginal_likelihood_by_quadrature(
+    K: np.ndarray, Y_signed: np.ndarray, order: int = 40
+) -> float:
     """
     log p(y) = log ∫ Πᵢ σ(yᵢ fᵢ) N(f | 0, K) df for a handful of points, by a tensor-product
     Gauss–Hermite rule in the whitened coordinates f = chol(K) z.

@@ -1,4 +1,5 @@
 """fit(): the training entry point, its trace, and the accuracy it reaches on real data."""
+
 import time
 
 import gpflow
@@ -126,7 +127,9 @@ def test_fit_reaches_svgp_accuracy_on_banana(banana_split, svgp_banana_accuracy)
 
 
 @pytest.mark.slow
-def test_plain_scipy_on_training_loss_reaches_svgp_accuracy_on_banana(banana_split, svgp_banana_accuracy):
+def test_plain_scipy_on_training_loss_reaches_svgp_accuracy_on_banana(
+    banana_split, svgp_banana_accuracy
+):
     X, Y, X_test, Y_test = banana_split
     model = fv.VIJJ((X, Y), gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]), 50)
     gpflow.optimizers.Scipy().minimize(model.training_loss, model.trainable_variables)

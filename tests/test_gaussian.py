@@ -1,4 +1,5 @@
 """The shared Gaussian algebra against GPflow's SGPR/GPR and against plain dense NumPy."""
+
 import gpflow
 import numpy as np
 import pytest
@@ -69,8 +70,11 @@ def test_mean_function_is_handled_by_shifting_the_sites(rng):
     variance = 0.3
     Y = rng.normal(size=(len(X), 1))
     mean = gpflow.functions.Linear(A=[[0.4], [-1.1]], b=[0.7])
-    sites = Sites(-0.5 * np.log(2 * np.pi * variance) - Y**2 / (2 * variance), Y / variance,
-                  np.full_like(Y, 1 / variance))
+    sites = Sites(
+        -0.5 * np.log(2 * np.pi * variance) - Y**2 / (2 * variance),
+        Y / variance,
+        np.full_like(Y, 1 / variance),
+    )
     bound, *_ = bound_of(kernel, Z, X, shift_sites(sites, mean(X)))
     sgpr = gpflow.models.SGPR((X, Y), kernel, Z, mean_function=mean, noise_variance=variance)
     np.testing.assert_allclose(bound.total, sgpr.elbo(), rtol=1e-10)
@@ -80,8 +84,11 @@ def test_gaussian_sites_with_Z_equal_X_give_gpr_log_marginal_likelihood(rng):
     X, _, kernel = random_problem(rng, N=25)
     variance = 0.2
     Y = np.sin(X[:, :1]) + 0.3 * rng.normal(size=(25, 1))
-    sites = Sites(-0.5 * np.log(2 * np.pi * variance) - Y**2 / (2 * variance), Y / variance,
-                  np.full_like(Y, 1 / variance))
+    sites = Sites(
+        -0.5 * np.log(2 * np.pi * variance) - Y**2 / (2 * variance),
+        Y / variance,
+        np.full_like(Y, 1 / variance),
+    )
     with gpflow.config.as_context(gpflow.config.Config(jitter=1e-12)):  # GPR's K has no jitter
         bound, *_ = bound_of(kernel, X.copy(), X, sites)
     gpr = gpflow.models.GPR((X, Y), kernel, noise_variance=variance)
@@ -121,7 +128,9 @@ def test_optimal_marginals_match_gpflow_conditional(rng):
     q_mu, q_sqrt = optimal_q(factors, L, whiten=True)
     A, Knn_diag = whitened_projection(kernel, iv, X, L)
     Fmu, Fvar = optimal_marginals(A, Knn_diag, factors)
-    ref_mu, ref_var = gpflow.conditionals.conditional(X, iv, kernel, q_mu, q_sqrt=q_sqrt, white=True)
+    ref_mu, ref_var = gpflow.conditionals.conditional(
+        X, iv, kernel, q_mu, q_sqrt=q_sqrt, white=True
+    )
     np.testing.assert_allclose(Fmu, ref_mu, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(Fvar, ref_var, rtol=1e-7, atol=1e-12)
 
@@ -169,7 +178,9 @@ def test_robust_cholesky_escalates_jitter_for_duplicate_inducing_inputs():
 
 def test_robust_cholesky_names_the_matrix_when_jitter_cannot_help():
     K = -tf.eye(3, dtype=tf.float64)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="Cholesky factorisation of Kmm failed"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="Cholesky factorisation of Kmm failed"
+    ):
         tf.function(lambda: robust_cholesky(K, what="Kmm"))()
     with pytest.raises(tf.errors.InvalidArgumentError, match="site precisions w are negative"):
         checked_cholesky(K, what="B")

@@ -1,4 +1,5 @@
 """The tutorials in notebooks/ run from top to bottom (with shortened loops)."""
+
 import pathlib
 import runpy
 

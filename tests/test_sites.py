@@ -1,12 +1,13 @@
 """Pointwise facts about the Jaakkola–Jordan site rule (paper 000, eqs. 12–15)."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
 from scipy.special import roots_hermitenorm
 
+from gpflow_fastvi.exceptions import InvalidDataError
 from gpflow_fastvi.sites import jj_lambda, jj_log_sigmoid_bound, jj_optimal_xi, jj_sites
 from gpflow_fastvi.sites._labels import binary_labels_to_01
-from gpflow_fastvi.exceptions import InvalidDataError
 
 T_GRID = np.linspace(-12.0, 12.0, 481)[:, None]
 XI_GRID = np.concatenate([np.linspace(-10.0, 10.0, 81), [1e-9, -1e-9, 0.0]])[None, :]
@@ -54,7 +55,9 @@ def test_sites_are_the_bound_as_a_quadratic_in_f():
     xi = rng.uniform(-6, 6, size=(50, 1))
     f = rng.normal(scale=4.0, size=(50, 1))
     a, b, w = jj_sites(Y, xi)
-    np.testing.assert_allclose(a + b * f - 0.5 * w * f**2, jj_log_sigmoid_bound(Y * f, xi), atol=1e-12)
+    np.testing.assert_allclose(
+        a + b * f - 0.5 * w * f**2, jj_log_sigmoid_bound(Y * f, xi), atol=1e-12
+    )
     assert np.all(w.numpy() > 0)
 
 
@@ -77,7 +80,9 @@ def test_optimal_xi_maximises_the_expected_bound_and_stays_below_the_expectation
         assert expected_bound(xi) < best
     np.testing.assert_allclose(best, np.log(1 / (1 + np.exp(-xi_star))) + 0.5 * (mean - xi_star))
     nodes, weights = roots_hermitenorm(80)
-    expectation = np.sum(weights * -np.logaddexp(0.0, -(mean + np.sqrt(var) * nodes))) / np.sqrt(2 * np.pi)
+    expectation = np.sum(weights * -np.logaddexp(0.0, -(mean + np.sqrt(var) * nodes))) / np.sqrt(
+        2 * np.pi
+    )
     assert best <= expectation
 
 

@@ -1,4 +1,5 @@
 """VIJJ: the facts of paper 000 and the promise of a drop-in swap for GPflow's SVGP."""
+
 import gpflow
 import numpy as np
 import pytest
@@ -87,7 +88,7 @@ def test_batched_model_equals_full_batch_model(binary_data, whiten):
     full = make_vijj(binary_data, whiten=whiten)
     batched = make_vijj(binary_data, whiten=whiten, batch_size=16)
     for model in (full, batched):
-        tf.function(lambda: model.update_sites(2), autograph=False)()
+        tf.function(model.update_sites, autograph=False)(2)
         tf.function(model.update_q, autograph=False)()
     np.testing.assert_allclose(batched.xi.numpy(), full.xi.numpy(), rtol=1e-10)
     np.testing.assert_allclose(batched.q_sqrt.numpy(), full.q_sqrt.numpy(), rtol=1e-8, atol=1e-12)
@@ -155,7 +156,13 @@ def test_checkpoint_written_by_vijj_restores_into_svgp(binary_data, tmp_path):
 
 def test_print_summary_lists_svgp_attribute_paths(binary_data):
     table = gpflow.utilities.tabulate_module_summary(make_vijj(binary_data))
-    for path in ("VIJJ.q_mu", "VIJJ.q_sqrt", "VIJJ.kernel.variance", "VIJJ.inducing_variable.Z", "VIJJ.xi"):
+    for path in (
+        "VIJJ.q_mu",
+        "VIJJ.q_sqrt",
+        "VIJJ.kernel.variance",
+        "VIJJ.inducing_variable.Z",
+        "VIJJ.xi",
+    ):
         assert path in table
 
 
@@ -235,11 +242,19 @@ def test_bad_data_raises_a_clear_error(binary_data, mutate, match):
 
 def test_probit_likelihood_is_refused_with_advice(binary_data):
     with pytest.raises(IncompatibleLikelihoodError, match="logit.*VITaylor"):
-        fv.VIJJ(binary_data, gpflow.kernels.SquaredExponential(), 5,
-                likelihood=gpflow.likelihoods.Bernoulli())
+        fv.VIJJ(
+            binary_data,
+            gpflow.kernels.SquaredExponential(),
+            5,
+            likelihood=gpflow.likelihoods.Bernoulli(),
+        )
     with pytest.raises(IncompatibleLikelihoodError, match="Gaussian"):
-        fv.VIJJ(binary_data, gpflow.kernels.SquaredExponential(), 5,
-                likelihood=gpflow.likelihoods.Gaussian())
+        fv.VIJJ(
+            binary_data,
+            gpflow.kernels.SquaredExponential(),
+            5,
+            likelihood=gpflow.likelihoods.Gaussian(),
+        )
 
 
 def test_bad_inducing_inputs_raise(binary_data):

@@ -2,6 +2,7 @@
 The Gaussian algebra shared by every model, ignorant of site rules: sufficient statistics of sites,
 the collapsed bound, the closed-form optimal q(u), all through Cholesky factors.
 """
+
 from .batching import map_over_batches, sum_over_batches
 from .cholesky import checked_cholesky, robust_cholesky
 from .collapsed import CollapsedBound, CollapsedFactors, collapsed_bound, collapsed_factors

@@ -2,6 +2,7 @@
 Run a function over the data in batches of rows, without retracing and without holding more than one
 batch's worth of intermediate results: sums are accumulated, per-point results concatenated.
 """
+
 from typing import Callable, List, Optional, Sequence, TypeVar
 
 import tensorflow as tf

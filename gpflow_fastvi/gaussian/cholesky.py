@@ -1,4 +1,5 @@
 """Cholesky factorisation with jitter that escalates, and a clear error when jitter cannot help."""
+
 from typing import Optional
 
 import gpflow
@@ -10,7 +11,9 @@ JITTER_ESCALATION = tuple(10.0**k for k in range(-8, -1))
 
 
 @check_shapes("K: [M, M]", "return: [M, M]")
-def robust_cholesky(K: tf.Tensor, *, jitter: Optional[float] = None, what: str = "matrix") -> tf.Tensor:
+def robust_cholesky(
+    K: tf.Tensor, *, jitter: Optional[float] = None, what: str = "matrix"
+) -> tf.Tensor:
     """
     Return L with L Lᵀ = K + jitter·I, adding more jitter only if that factorisation fails.
 
@@ -39,7 +42,9 @@ def robust_cholesky(K: tf.Tensor, *, jitter: Optional[float] = None, what: str =
         # only runs when the first attempt has failed.
         trials = tf.linalg.cholesky(tf.stop_gradient(K)[None] + extra[:, None, None] * eye)
         succeeded = tf.reduce_all(tf.math.is_finite(tf.linalg.diag_part(trials)), axis=-1)
-        smallest = tf.argmax(tf.cast(succeeded, tf.int32))  # first success (0 if none: caught below)
+        smallest = tf.argmax(
+            tf.cast(succeeded, tf.int32)
+        )  # first success (0 if none: caught below)
         L = tf.linalg.cholesky(K + tf.gather(extra, smallest) * eye)
         return tf.debugging.assert_all_finite(
             L,

@@ -13,6 +13,7 @@ c = LB⁻¹ A b give
 
     ½ bᵀ Knm (Kmm + Kmn W Knm)⁻¹ Kmn b = ½ ‖c‖²,     ½ log|Kmm| − ½ log|Kmm + Kmn W Knm| = −Σ log diag LB.
 """
+
 from typing import NamedTuple
 
 import tensorflow as tf
@@ -57,7 +58,9 @@ class CollapsedBound(NamedTuple):
 def collapsed_factors(stats: SiteStatistics) -> CollapsedFactors:
     """LB = chol(I + A W Aᵀ) and c = LB⁻¹ A b from the site statistics."""
     M = tf.shape(stats.AWAt)[0]
-    B = tf.eye(M, dtype=stats.AWAt.dtype) + stats.AWAt  # B = I + A W Aᵀ, positive definite for w > 0
+    B = (
+        tf.eye(M, dtype=stats.AWAt.dtype) + stats.AWAt
+    )  # B = I + A W Aᵀ, positive definite for w > 0
     LB = checked_cholesky(B, what="B = I + A W Aᵀ")
     c = tf.linalg.triangular_solve(LB, stats.Ab, lower=True)  # c = LB⁻¹ A b
     return CollapsedFactors(LB=LB, c=c)

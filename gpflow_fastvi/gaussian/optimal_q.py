@@ -12,6 +12,7 @@ with an upper one. With J the exchange matrix (ones on the anti-diagonal), chol(
 lower-triangular R = J P⁻ᵀ J with R Rᵀ = J (J B J)⁻¹ J = B⁻¹, using one more Cholesky factor and a
 triangular solve, and no inverse of B.
 """
+
 from typing import Tuple
 
 import tensorflow as tf

@@ -9,6 +9,7 @@ all sums over data points. They are the statistics Kmn W Knm and Kmn b of the de
 the frame whitened by L, where Kmm becomes I: the collapsed bound and the optimal q(u) then need only
 one more Cholesky factor, LB = chol(I + A W Aᵀ), and never the ill-conditioned Kmm + Kmn W Knm.
 """
+
 from typing import Tuple
 
 import gpflow

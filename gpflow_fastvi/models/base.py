@@ -5,8 +5,9 @@ A subclass supplies only its site rule (the site parameters it owns, how they gi
 closed-form update from q(f)); everything else — statistics, collapsed bound, optimal q(u), the SVGP
 yardstick ELBO and predictions — is the shared algebra of :mod:`gpflow_fastvi.gaussian`.
 """
+
 import abc
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -91,7 +92,9 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
             memory is O(batch_size · M) instead of O(N · M); ``None`` processes all points at once.
         """
         X, Y = self._validate_data(data)
-        if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
+        if batch_size is not None and (
+            not isinstance(batch_size, (int, np.integer)) or batch_size < 1
+        ):
             raise ValueError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
         inducing_variable = make_inducing_variable(inducing_variable, X, seed=kmeans_seed)
         super().__init__(kernel, likelihood, mean_function, num_latent_gps=1)
@@ -103,9 +106,14 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         self.batch_size = None if batch_size is None else int(batch_size)
         M = self.inducing_variable.num_inducing
         # q(u) starts at SVGP's initial value and is set in closed form from then on.
-        self.q_mu = Parameter(np.zeros((M, 1)), dtype=gpflow.config.default_float(), trainable=False)
+        self.q_mu = Parameter(
+            np.zeros((M, 1)), dtype=gpflow.config.default_float(), trainable=False
+        )
         self.q_sqrt = Parameter(
-            np.eye(M)[None], transform=triangular(), dtype=gpflow.config.default_float(), trainable=False
+            np.eye(M)[None],
+            transform=triangular(),
+            dtype=gpflow.config.default_float(),
+            trainable=False,
         )
 
     # ----------------------------------------------------------------------------------------------
@@ -149,7 +157,9 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
     def _targets_for_likelihood(self, Y: tf.Tensor) -> tf.Tensor:
         """Targets given at prediction time, converted like the training targets when they are concrete."""
         if tf.is_tensor(Y) and not hasattr(Y, "numpy"):
-            return Y  # symbolic (inside tf.function): must already be in the likelihood's convention
+            return (
+                Y  # symbolic (inside tf.function): must already be in the likelihood's convention
+            )
         return tf.convert_to_tensor(self._validate_targets(_as_float_array(Y, "Y")))
 
     # ----------------------------------------------------------------------------------------------
@@ -158,9 +168,11 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
     def _site_parameter_values(self) -> Tuple[tf.Tensor, ...]:
         return tuple(tf.convert_to_tensor(p) for p in self.site_parameters)
 
-    def _sites_on_g(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
-        """The sites of the points X moved onto the zero-mean process g = f − μ(X)."""
-        return shift_sites(self.site_rule(Y, *site_parameters), self.mean_function(X))
+    def _sites_on_g(
+        self, Y: tf.Tensor, site_parameters: Sequence[tf.Tensor], prior_mean: tf.Tensor
+    ) -> Sites:
+        """The sites of the points with targets Y moved onto the zero-mean process g = f − μ(X)."""
+        return shift_sites(self.site_rule(Y, *site_parameters), prior_mean)
 
     def Kmm_cholesky(self) -> tf.Tensor:
         """L = chol(Kmm + jitter), with jitter that escalates if needed."""
@@ -177,7 +189,7 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
 
         def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
             *params, L = rest
-            sites = self._sites_on_g(X, Y, *params)
+            sites = self._sites_on_g(Y, params, self.mean_function(X))
             return site_statistics(self.kernel, self.inducing_variable, X, sites, L)
 
         return sum_over_batches(batch_statistics, (X, Y, *site_parameters), self.batch_size, (L,))
@@ -191,17 +203,21 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         """The collapsed bound at the current hyperparameters and site parameters."""
         return self.collapsed_bound().total
 
-    def _store_q(self, L: tf.Tensor, factors: CollapsedFactors) -> None:
+    def _bound_and_store_q(
+        self, L: Optional[tf.Tensor] = None, stats: Optional[SiteStatistics] = None
+    ) -> tf.Tensor:
+        """
+        The collapsed bound, storing its maximiser q(u) in ``q_mu``/``q_sqrt`` on the way; from
+        ``L`` and ``stats`` when the caller has them already.
+        """
+        if L is None:
+            L = self.Kmm_cholesky()
+        if stats is None:
+            stats = self.site_statistics(L)
+        factors = collapsed_factors(stats)
         q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
         self.q_mu.assign(tf.stop_gradient(q_mu))
         self.q_sqrt.assign(tf.stop_gradient(q_sqrt))
-
-    def _bound_and_store_q(self) -> tf.Tensor:
-        """The collapsed bound, storing its maximiser q(u) in ``q_mu``/``q_sqrt`` on the way."""
-        L = self.Kmm_cholesky()
-        stats = self.site_statistics(L)
-        factors = collapsed_factors(stats)
-        self._store_q(L, factors)
         return collapsed_bound(stats, factors).total
 
     def training_loss(self) -> tf.Tensor:
@@ -233,8 +249,7 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
             mean = self.mean_function(X)
 
             def statistics(params: Tuple[tf.Tensor, ...]) -> SiteStatistics:
-                sites = shift_sites(self.site_rule(Y, *params), mean)
-                return statistics_from_projection(A, Knn_diag, sites)
+                return statistics_from_projection(A, Knn_diag, self._sites_on_g(Y, params, mean))
 
             def updated(factors: CollapsedFactors) -> Tuple[tf.Tensor, ...]:
                 Gmu, Fvar = optimal_marginals(A, Knn_diag, factors)
@@ -256,12 +271,9 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         params = self._site_parameter_values()
         for _ in range(num_updates):
             params = updated(collapsed_factors(statistics(params)))
-        stats = statistics(params)
-        factors = collapsed_factors(stats)
         for parameter, value in zip(self.site_parameters, params):
             parameter.assign(value)
-        self._store_q(L, factors)
-        return collapsed_bound(stats, factors).total
+        return self._bound_and_store_q(L, statistics(params))
 
     # ----------------------------------------------------------------------------------------------
     # The SVGP yardstick and predictions, exactly as in gpflow.models.SVGP.

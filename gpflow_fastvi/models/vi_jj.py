@@ -1,4 +1,5 @@
 """VIJJ: sparse GP logit classification with Jaakkola–Jordan sites (paper 000, vi-JJ)."""
+
 from typing import Optional, Tuple
 
 import gpflow
@@ -19,7 +20,9 @@ def _is_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood) -> bool:
     if not isinstance(likelihood, gpflow.likelihoods.Bernoulli):
         return False
     t = tf.constant(np.linspace(-30.0, 30.0, 61), dtype=gpflow.config.default_float())
-    return bool(np.allclose(likelihood.invlink(t).numpy(), tf.sigmoid(t).numpy(), rtol=1e-10, atol=0))
+    return bool(
+        np.allclose(likelihood.invlink(t).numpy(), tf.sigmoid(t).numpy(), rtol=1e-10, atol=0)
+    )
 
 
 class VIJJ(GaussianSitesModel):

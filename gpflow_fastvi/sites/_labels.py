@@ -1,4 +1,5 @@
 """Binary labels: GPflow's Bernoulli uses {0, 1}, the site formulas use {−1, +1}. Convert here, once."""
+
 import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes

@@ -14,6 +14,7 @@ The bound is even in ξ, and for a Gaussian q(f) its expectation is maximised by
 
 Paper 000 prints λ(ξ) = tanh(ξ)/(4ξ); that is a slip, the bound needs tanh(ξ/2)/(4ξ).
 """
+
 from typing import Callable
 
 import tensorflow as tf
@@ -62,7 +63,9 @@ def jj_log_sigmoid_bound(
     return tf.math.log_sigmoid(xi) + 0.5 * (t - xi) - lambda_fn(xi) * (tf.square(t) - tf.square(xi))
 
 
-@check_shapes("Y: [N, L]", "xi: [N, L]", "return[0]: [N, L]", "return[1]: [N, L]", "return[2]: [N, L]")
+@check_shapes(
+    "Y: [N, L]", "xi: [N, L]", "return[0]: [N, L]", "return[1]: [N, L]", "return[2]: [N, L]"
+)
 def jj_sites(Y: tf.Tensor, xi: tf.Tensor) -> Sites:
     """
     Jaakkola–Jordan sites (a, b, w) for signed labels ``Y`` ∈ {−1, +1} and parameters ``xi``.

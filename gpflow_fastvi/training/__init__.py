@@ -1,4 +1,5 @@
 """Training loops: the model-agnostic :func:`fit` and the per-model plans it runs."""
+
 from .loops import Trace, fit
 from .plans import LBFGSStage, TrainingPlan, alternating_plan
 

@@ -5,6 +5,7 @@ The loop is model-agnostic: a model's ``training_plan`` says what one outer iter
 repeats it until the objective stops changing, an iteration cap or a time budget, timing it with
 the callback's time left out, and shows a progress bar on request.
 """
+
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional

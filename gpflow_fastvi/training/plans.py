@@ -4,6 +4,7 @@ Training plans: what one outer iteration of :func:`gpflow_fastvi.fit` does for a
 A plan is a compiled step and nothing else; the loop around it (tolerance, budget, trace, progress)
 lives in :mod:`gpflow_fastvi.training.loops` and is the same for every model.
 """
+
 from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import gpflow
@@ -35,7 +36,9 @@ class LBFGSStage:
     (``gpflow.optimizers.Scipy().minimize`` would build and trace a new function on each call).
     """
 
-    def __init__(self, loss: Callable[[], tf.Tensor], variables: Sequence[tf.Variable], maxfun: int):
+    def __init__(
+        self, loss: Callable[[], tf.Tensor], variables: Sequence[tf.Variable], maxfun: int
+    ):
         self.variables = tuple(variables)
         self.maxfun = maxfun
         Scipy = gpflow.optimizers.Scipy
