@@ -11,6 +11,7 @@ loading TensorFlow.
 
 import argparse
 import importlib.util
+import os
 import sys
 from typing import Any, Callable, Optional, Sequence, Tuple
 
@@ -138,14 +139,14 @@ def _load_data(args: argparse.Namespace) -> Tuple[str, Tuple[Any, Any, Any, Any]
             *load_banana(), test_fraction=args.test_fraction, seed=args.seed
         )
     elif args.test is None:
-        name = args.train
+        name = os.path.basename(args.train)
         X_train, Y_train, X_test, Y_test = train_test_split(
             *load_file(args.train, args.label_column),
             test_fraction=args.test_fraction,
             seed=args.seed,
         )
     else:
-        name = f"{args.train} / {args.test}"
+        name = f"{os.path.basename(args.train)} / {os.path.basename(args.test)}"
         X_train, Y_train, X_test, Y_test = load_train_test(args.train, args.test, args.label_column)
     X_train, X_test = standardise(X_train, X_test)
     return name, (X_train, Y_train, X_test, Y_test)
