@@ -42,9 +42,8 @@ def robust_cholesky(
         # only runs when the first attempt has failed.
         trials = tf.linalg.cholesky(tf.stop_gradient(K)[None] + extra[:, None, None] * eye)
         succeeded = tf.reduce_all(tf.math.is_finite(tf.linalg.diag_part(trials)), axis=-1)
-        smallest = tf.argmax(
-            tf.cast(succeeded, tf.int32)
-        )  # first success (0 if none: caught below)
+        # The first success; 0 if none succeeded, which the finiteness check below reports.
+        smallest = tf.argmax(tf.cast(succeeded, tf.int32))
         L = tf.linalg.cholesky(K + tf.gather(extra, smallest) * eye)
         return tf.debugging.assert_all_finite(
             L,

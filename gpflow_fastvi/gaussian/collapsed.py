@@ -58,9 +58,8 @@ class CollapsedBound(NamedTuple):
 def collapsed_factors(stats: SiteStatistics) -> CollapsedFactors:
     """LB = chol(I + A W Aᵀ) and c = LB⁻¹ A b from the site statistics."""
     M = tf.shape(stats.AWAt)[0]
-    B = (
-        tf.eye(M, dtype=stats.AWAt.dtype) + stats.AWAt
-    )  # B = I + A W Aᵀ, positive definite for w > 0
+    # B = I + A W Aᵀ, positive definite for w > 0
+    B = tf.eye(M, dtype=stats.AWAt.dtype) + stats.AWAt
     LB = checked_cholesky(B, what="B = I + A W Aᵀ")
     c = tf.linalg.triangular_solve(LB, stats.Ab, lower=True)  # c = LB⁻¹ A b
     return CollapsedFactors(LB=LB, c=c)

@@ -157,9 +157,8 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
     def _targets_for_likelihood(self, Y: tf.Tensor) -> tf.Tensor:
         """Targets given at prediction time, converted like the training targets when they are concrete."""
         if tf.is_tensor(Y) and not hasattr(Y, "numpy"):
-            return (
-                Y  # symbolic (inside tf.function): must already be in the likelihood's convention
-            )
+            # Symbolic (inside tf.function): must already be in the likelihood's convention.
+            return Y
         return tf.convert_to_tensor(self._validate_targets(_as_float_array(Y, "Y")))
 
     # ----------------------------------------------------------------------------------------------
