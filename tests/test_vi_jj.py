@@ -56,7 +56,7 @@ def test_collapsed_bound_matches_uncollapsed_bound_at_stored_q(binary_data):
     model = make_vijj(binary_data)
     bound = model.update_q()
     X, Y = model.data
-    a, b, w = model.site_rule(Y, model.xi)
+    a, b, w = model.site_rule(X, Y, model.xi)
     Fmu, Fvar = model.predict_f(X)
     kl = gpflow.kullback_leiblers.prior_kl(
         model.inducing_variable, model.kernel, model.q_mu, model.q_sqrt, whiten=True

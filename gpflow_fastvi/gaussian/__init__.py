@@ -5,7 +5,26 @@ the collapsed bound, the closed-form optimal q(u), all through Cholesky factors.
 
 from .batching import map_over_batches, sum_over_batches
 from .cholesky import checked_cholesky, robust_cholesky
-from .collapsed import CollapsedBound, CollapsedFactors, collapsed_bound, collapsed_factors
+from .collapsed import (
+    CollapsedBound,
+    CollapsedFactors,
+    collapsed_bound,
+    collapsed_factors,
+    gaussian_factors,
+)
+from .natural import (
+    NaturalParameters,
+    expected_sites,
+    kl_to_prior,
+    marginals,
+    natural_gradient_update,
+    natural_parameters,
+    natural_step,
+    q_from_natural,
+    site_target,
+    sites_elbo,
+    whitened_q,
+)
 from .optimal_q import optimal_marginals, optimal_q
 from .statistics import (
     shift_sites,
@@ -18,17 +37,29 @@ from .statistics import (
 __all__ = [
     "CollapsedBound",
     "CollapsedFactors",
+    "NaturalParameters",
     "checked_cholesky",
     "collapsed_bound",
     "collapsed_factors",
+    "expected_sites",
+    "gaussian_factors",
+    "kl_to_prior",
     "map_over_batches",
+    "marginals",
+    "natural_gradient_update",
+    "natural_parameters",
+    "natural_step",
     "optimal_marginals",
     "optimal_q",
+    "q_from_natural",
     "robust_cholesky",
     "shift_sites",
+    "site_target",
+    "sites_elbo",
     "site_statistics",
     "statistics_from_projection",
     "sum_over_batches",
     "unexplained_variance",
     "whitened_projection",
+    "whitened_q",
 ]

@@ -50,6 +50,25 @@ class CollapsedBound(NamedTuple):
 
 
 @check_shapes(
+    "precision: [M, M]",
+    "eta1: [M, 1]",
+    "return.LB: [M, M]",
+    "return.c: [M, 1]",
+)
+def gaussian_factors(precision: tf.Tensor, eta1: tf.Tensor, *, what: str) -> CollapsedFactors:
+    """
+    The factors of a Gaussian on v given by its natural parameters, precision Λ and η₁ = Λ·mean:
+    LB = chol(Λ) and c = LB⁻¹ η₁, so that mean = LB⁻ᵀ c and ½ η₁ᵀ Λ⁻¹ η₁ = ½ ‖c‖².
+
+    The optimal q(v) for some sites is the case Λ = B = I + A W Aᵀ, η₁ = A b; a natural-gradient
+    step (:mod:`gpflow_fastvi.gaussian.natural`) produces other Λ and η₁ of the same kind.
+    """
+    LB = checked_cholesky(precision, what=what)
+    c = tf.linalg.triangular_solve(LB, eta1, lower=True)  # c = LB⁻¹ η₁
+    return CollapsedFactors(LB=LB, c=c)
+
+
+@check_shapes(
     "stats.AWAt: [M, M]",
     "stats.Ab: [M, 1]",
     "return.LB: [M, M]",
@@ -58,11 +77,9 @@ class CollapsedBound(NamedTuple):
 def collapsed_factors(stats: SiteStatistics) -> CollapsedFactors:
     """LB = chol(I + A W Aᵀ) and c = LB⁻¹ A b from the site statistics."""
     M = tf.shape(stats.AWAt)[0]
-    # B = I + A W Aᵀ, positive definite for w > 0
+    # B = I + A W Aᵀ, positive definite for w ≥ 0: the precision of the optimal q(v)
     B = tf.eye(M, dtype=stats.AWAt.dtype) + stats.AWAt
-    LB = checked_cholesky(B, what="B = I + A W Aᵀ")
-    c = tf.linalg.triangular_solve(LB, stats.Ab, lower=True)  # c = LB⁻¹ A b
-    return CollapsedFactors(LB=LB, c=c)
+    return gaussian_factors(B, stats.Ab, what="B = I + A W Aᵀ")
 
 
 @check_shapes(

@@ -125,12 +125,14 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         """The per-point site parameters, each [N, 1] (ξ for Jaakkola–Jordan)."""
 
     @abc.abstractmethod
-    def site_rule(self, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
-        """Sites (a, b, w) on f for targets Y (as stored in :attr:`data`) and site parameters."""
+    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
+        """Sites (a, b, w) on f at inputs X with targets Y (as stored in :attr:`data`)."""
 
     @abc.abstractmethod
-    def site_update(self, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Tuple[tf.Tensor, ...]:
-        """The site parameters that are optimal for q(f) = N(Fmu, Fvar) at the training points."""
+    def site_update(
+        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
+    ) -> Tuple[tf.Tensor, ...]:
+        """The site parameters that are optimal for q(f) = N(Fmu, Fvar) at the points X."""
 
     def _validate_targets(self, Y: np.ndarray) -> np.ndarray:
         """Check targets [N, 1] and return them in the convention of :attr:`likelihood`."""
@@ -168,10 +170,14 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         return tuple(tf.convert_to_tensor(p) for p in self.site_parameters)
 
     def _sites_on_g(
-        self, Y: tf.Tensor, site_parameters: Sequence[tf.Tensor], prior_mean: tf.Tensor
+        self,
+        X: tf.Tensor,
+        Y: tf.Tensor,
+        site_parameters: Sequence[tf.Tensor],
+        prior_mean: tf.Tensor,
     ) -> Sites:
-        """The sites of the points with targets Y moved onto the zero-mean process g = f − μ(X)."""
-        return shift_sites(self.site_rule(Y, *site_parameters), prior_mean)
+        """The sites of the points (X, Y) moved onto the zero-mean process g = f − μ(X)."""
+        return shift_sites(self.site_rule(X, Y, *site_parameters), prior_mean)
 
     def Kmm_cholesky(self) -> tf.Tensor:
         """L = chol(Kmm + jitter), with jitter that escalates if needed."""
@@ -188,7 +194,7 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
 
         def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
             *params, L = rest
-            sites = self._sites_on_g(Y, params, self.mean_function(X))
+            sites = self._sites_on_g(X, Y, params, self.mean_function(X))
             return site_statistics(self.kernel, self.inducing_variable, X, sites, L)
 
         return sum_over_batches(batch_statistics, (X, Y, *site_parameters), self.batch_size, (L,))
@@ -248,11 +254,11 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
             mean = self.mean_function(X)
 
             def statistics(params: Tuple[tf.Tensor, ...]) -> SiteStatistics:
-                return statistics_from_projection(A, Knn_diag, self._sites_on_g(Y, params, mean))
+                return statistics_from_projection(A, Knn_diag, self._sites_on_g(X, Y, params, mean))
 
             def updated(factors: CollapsedFactors) -> Tuple[tf.Tensor, ...]:
                 Gmu, Fvar = optimal_marginals(A, Knn_diag, factors)
-                return self.site_update(Y, Gmu + mean, Fvar)
+                return self.site_update(X, Y, Gmu + mean, Fvar)
 
         else:
 
@@ -263,7 +269,7 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
                 def batch_update(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, ...]:
                     A, Knn_diag = whitened_projection(self.kernel, self.inducing_variable, X, L)
                     Gmu, Fvar = optimal_marginals(A, Knn_diag, factors)
-                    return self.site_update(Y, Gmu + self.mean_function(X), Fvar)
+                    return self.site_update(X, Y, Gmu + self.mean_function(X), Fvar)
 
                 return tuple(map_over_batches(batch_update, (X, Y), self.batch_size))
 

@@ -7,22 +7,13 @@ import numpy as np
 import tensorflow as tf
 from gpflow.base import Parameter, RegressionData
 
-from ..exceptions import IncompatibleLikelihoodError
 from ..inducing import InducingSpec
 from ..sites._labels import binary_labels_to_01, signed_labels
 from ..sites.jaakkola_jordan import jj_optimal_xi, jj_sites
 from ..training.plans import TrainingPlan, alternating_plan
 from ..types import Sites
+from ._checks import check_logit_bernoulli
 from .base import GaussianSitesModel
-
-
-def _is_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood) -> bool:
-    if not isinstance(likelihood, gpflow.likelihoods.Bernoulli):
-        return False
-    t = tf.constant(np.linspace(-30.0, 30.0, 61), dtype=gpflow.config.default_float())
-    return bool(
-        np.allclose(likelihood.invlink(t).numpy(), tf.sigmoid(t).numpy(), rtol=1e-10, atol=0)
-    )
 
 
 class VIJJ(GaussianSitesModel):
@@ -74,15 +65,7 @@ class VIJJ(GaussianSitesModel):
         """
         if likelihood is None:
             likelihood = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
-        elif not _is_logit_bernoulli(likelihood):
-            link = getattr(likelihood, "invlink", None)
-            raise IncompatibleLikelihoodError(
-                "VIJJ's Jaakkola–Jordan bound needs gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid) "
-                f"(the logit link); got {type(likelihood).__name__}"
-                + (f" with invlink={getattr(link, '__name__', link)}" if link is not None else "")
-                + ". GPflow's default Bernoulli() is the probit link: use "
-                "Bernoulli(invlink=tf.sigmoid), or VITaylor for other likelihoods."
-            )
+        check_logit_bernoulli(likelihood, "VIJJ's Jaakkola–Jordan bound")
         super().__init__(
             data,
             kernel,
@@ -106,10 +89,12 @@ class VIJJ(GaussianSitesModel):
     def site_parameters(self) -> Tuple[Parameter, ...]:
         return (self.xi,)
 
-    def site_rule(self, Y: tf.Tensor, xi: tf.Tensor) -> Sites:  # type: ignore[override]
+    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:  # type: ignore[override]
         return jj_sites(signed_labels(Y), xi)
 
-    def site_update(self, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+    def site_update(
+        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
+    ) -> Tuple[tf.Tensor, ...]:
         return (jj_optimal_xi(Fmu, Fvar),)
 
     def training_plan(

@@ -2,13 +2,28 @@
 Site rules: one module per rule, each a few pure functions from (labels, site parameters) to
 :class:`~gpflow_fastvi.types.Sites`.
 
-=====================  ==========  ===============================  ========
-rule                   bᵢ          wᵢ                               bound?
-=====================  ==========  ===============================  ========
-Jaakkola–Jordan        yᵢ / 2      2 λ(ξᵢ), λ(ξ) = tanh(ξ/2)/(4ξ)   yes
-=====================  ==========  ===============================  ========
+=====================  ==============  ===============================  ==========
+rule                   bᵢ              wᵢ                               bound?
+=====================  ==============  ===============================  ==========
+Jaakkola–Jordan        yᵢ / 2          2 λ(ξᵢ), λ(ξ) = tanh(ξ/2)/(4ξ)   yes
+Taylor at ξᵢ           gᵢ + wᵢ ξᵢ      −hᵢ (derivatives of log p)        no (local)
+Pólya-Gamma            yᵢ / 2          E[ωᵢ] = tanh(cᵢ/2)/(2cᵢ)          yes
+=====================  ==============  ===============================  ==========
 """
 
 from .jaakkola_jordan import jj_lambda, jj_log_sigmoid_bound, jj_optimal_xi, jj_sites
+from .polya_gamma import pg_kl, pg_mean, pg_optimal_c, pg_sites
+from .taylor import log_density_derivatives, taylor_sites
 
-__all__ = ["jj_lambda", "jj_log_sigmoid_bound", "jj_optimal_xi", "jj_sites"]
+__all__ = [
+    "jj_lambda",
+    "jj_log_sigmoid_bound",
+    "jj_optimal_xi",
+    "jj_sites",
+    "log_density_derivatives",
+    "pg_kl",
+    "pg_mean",
+    "pg_optimal_c",
+    "pg_sites",
+    "taylor_sites",
+]

@@ -2,5 +2,15 @@
 
 from .loops import Trace, fit
 from .plans import LBFGSStage, TrainingPlan, alternating_plan
+from .svi import NaturalGradientSVI, RobbinsMonro, svi_plan
 
-__all__ = ["LBFGSStage", "Trace", "TrainingPlan", "alternating_plan", "fit"]
+__all__ = [
+    "LBFGSStage",
+    "NaturalGradientSVI",
+    "RobbinsMonro",
+    "Trace",
+    "TrainingPlan",
+    "alternating_plan",
+    "fit",
+    "svi_plan",
+]

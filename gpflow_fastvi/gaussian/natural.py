@@ -1,0 +1,236 @@
+"""
+q(u) that is *not* at the closed-form optimum: its marginals, its ELBO, and natural-gradient steps.
+
+Everything is written in the frame whitened by L = chol(Kmm), u = L v, p(v) = N(0, I), where a
+Gaussian q(v) = N(m, R Rᵀ) (R lower triangular) has natural parameters
+
+    Λ = (R Rᵀ)⁻¹,        η₁ = Λ m.
+
+Sites (a, b, w) on the zero-mean process g, for a batch of s out of n points, are summarised by
+their statistics A W Aᵀ and A b (:mod:`gpflow_fastvi.gaussian.statistics`). Scaled by n/s they give
+the *target*
+
+    Λ̂ = I + (n/s) A W Aᵀ,        η̂₁ = (n/s) A b,
+
+the optimal q(v) if the batch stood for all the data. The natural gradient of the ELBO with respect
+to the natural parameters is η̂ − η (:cite:t:`hensman2013gaussian`), so a step of size ρ is
+
+    η ← (1 − ρ) η + ρ η̂,
+
+a convex combination of two positive-definite precisions. With the full batch and ρ = 1 it lands on
+the closed-form optimum of :mod:`gpflow_fastvi.gaussian.optimal_q` from any start. Natural parameters
+change linearly with the frame, so the step is the same whether ``q_mu``/``q_sqrt`` are stored
+whitened or not.
+"""
+
+from typing import Callable, NamedTuple, Tuple
+
+import tensorflow as tf
+from check_shapes import check_shapes
+
+from ..types import Sites, SiteStatistics
+from .collapsed import gaussian_factors
+from .optimal_q import optimal_q
+from .statistics import shift_sites, statistics_from_projection, unexplained_variance
+
+
+class NaturalParameters(NamedTuple):
+    """A Gaussian on v as (η₁, Λ): η₁ = Λ·mean [M, 1] and the precision Λ [M, M]."""
+
+    eta1: tf.Tensor
+    precision: tf.Tensor
+
+
+@check_shapes(
+    "q_mu: [M, 1]",
+    "q_sqrt: [1, M, M]",
+    "L: [M, M]",
+    "return[0]: [M, 1]",
+    "return[1]: [M, M]",
+)
+def whitened_q(
+    q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor, whiten: bool
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """
+    GPflow's ``(q_mu, q_sqrt)`` as q(v) = N(m, R Rᵀ) in the whitened frame: unchanged when they are
+    stored whitened, else m = L⁻¹ μ and R = L⁻¹ S½ (still lower triangular).
+    """
+    R = q_sqrt[0]
+    if whiten:
+        return q_mu, R
+    m = tf.linalg.triangular_solve(L, q_mu, lower=True)
+    R = tf.linalg.triangular_solve(L, R, lower=True)
+    return m, R
+
+
+@check_shapes(
+    "A: [M, N]",
+    "Knn_diag: [N]",
+    "m: [M, 1]",
+    "R: [M, M]",
+    "return[0]: [N, 1]",
+    "return[1]: [N, 1]",
+)
+def marginals(
+    A: tf.Tensor, Knn_diag: tf.Tensor, m: tf.Tensor, R: tf.Tensor
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """
+    Mean and variance of gᵢ under q(v) = N(m, R Rᵀ) at the points whose projection is A = L⁻¹ Kmn:
+
+        E[gᵢ] = aᵢᵀ m,      Var[gᵢ] = Knn,ᵢᵢ − ‖aᵢ‖² + ‖Rᵀ aᵢ‖².
+    """
+    Gmu = tf.linalg.matmul(A, m, transpose_a=True)  # Aᵀ m                                 [N, 1]
+    RtA = tf.linalg.matmul(R, A, transpose_a=True)  # Rᵀ A                                 [M, N]
+    Gvar = unexplained_variance(A, Knn_diag) + tf.reduce_sum(tf.square(RtA), axis=0)
+    return Gmu, Gvar[:, None]
+
+
+@check_shapes("m: [M, 1]", "R: [M, M]", "return: []")
+def kl_to_prior(m: tf.Tensor, R: tf.Tensor) -> tf.Tensor:
+    """
+    KL[q(v) ‖ N(0, I)] = ½ (‖R‖²_F + ‖m‖² − M) − Σ log |diag R|, which is also KL[q(u) ‖ p(u)]:
+    KL does not change under the bijection u = L v.
+    """
+    M = tf.cast(tf.shape(m)[0], m.dtype)
+    trace_and_mean = tf.reduce_sum(tf.square(R)) + tf.reduce_sum(tf.square(m))
+    log_det = tf.reduce_sum(tf.math.log(tf.abs(tf.linalg.diag_part(R))))
+    return 0.5 * (trace_and_mean - M) - log_det
+
+
+@check_shapes(
+    "sites.a: [N, 1]",
+    "sites.b: [N, 1]",
+    "sites.w: [N, 1]",
+    "Fmu: [N, 1]",
+    "Fvar: [N, 1]",
+    "return: [N, 1]",
+)
+def expected_sites(sites: Sites, Fmu: tf.Tensor, Fvar: tf.Tensor) -> tf.Tensor:
+    """E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] = aᵢ + bᵢ μᵢ − wᵢ (μᵢ² + σᵢ²)/2 for q(fᵢ) = N(μᵢ, σᵢ²)."""
+    return sites.a + sites.b * Fmu - 0.5 * sites.w * (tf.square(Fmu) + Fvar)
+
+
+LocalSites = Callable[[tf.Tensor, tf.Tensor], Sites]
+"""(Fmu, Fvar) ↦ the sites on f of a batch, with local parameters optimal for q(f) = N(Fmu, Fvar)."""
+
+
+@check_shapes(
+    "A: [M, N]",
+    "Knn_diag: [N]",
+    "prior_mean: [N, 1]",
+    "m: [M, 1]",
+    "R: [M, M]",
+    "scale: []",
+    "return: []",
+)
+def sites_elbo(
+    A: tf.Tensor,
+    Knn_diag: tf.Tensor,
+    prior_mean: tf.Tensor,
+    m: tf.Tensor,
+    R: tf.Tensor,
+    local_sites: LocalSites,
+    scale: tf.Tensor,
+) -> tf.Tensor:
+    """
+    The ELBO of Gaussian sites at q(v) = N(m, R Rᵀ), from a batch scaled by ``scale`` = n/s:
+
+        scale · Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL[q(u) ‖ p(u)],
+
+    with f = μ(x) + g and the sites' local parameters set by ``local_sites`` from the marginals.
+    Unbiased over random batches; at the full batch, the optimal q and optimal local parameters it
+    is the collapsed bound.
+    """
+    Gmu, Fvar = marginals(A, Knn_diag, m, R)
+    Fmu = Gmu + prior_mean
+    expected = tf.reduce_sum(expected_sites(local_sites(Fmu, Fvar), Fmu, Fvar))
+    return scale * expected - kl_to_prior(m, R)
+
+
+@check_shapes("m: [M, 1]", "R: [M, M]", "return.eta1: [M, 1]", "return.precision: [M, M]")
+def natural_parameters(m: tf.Tensor, R: tf.Tensor) -> NaturalParameters:
+    """
+    Λ = R⁻ᵀ R⁻¹ and η₁ = Λ m. The step below averages precisions, so Λ is formed as a matrix, from
+    triangular solves with R (never a general inverse).
+    """
+    M = tf.shape(R)[0]
+    R_inv = tf.linalg.triangular_solve(R, tf.eye(M, dtype=R.dtype), lower=True)  # R⁻¹
+    precision = tf.linalg.matmul(R_inv, R_inv, transpose_a=True)  # R⁻ᵀ R⁻¹
+    eta1 = tf.linalg.matmul(R_inv, tf.linalg.matmul(R_inv, m), transpose_a=True)  # R⁻ᵀ R⁻¹ m
+    return NaturalParameters(eta1=eta1, precision=precision)
+
+
+@check_shapes(
+    "stats.AWAt: [M, M]",
+    "stats.Ab: [M, 1]",
+    "scale: []",
+    "return.eta1: [M, 1]",
+    "return.precision: [M, M]",
+)
+def site_target(stats: SiteStatistics, scale: tf.Tensor) -> NaturalParameters:
+    """η̂ for a batch's statistics scaled by ``scale`` = n/s: Λ̂ = I + scale·A W Aᵀ, η̂₁ = scale·A b."""
+    M = tf.shape(stats.AWAt)[0]
+    precision = tf.eye(M, dtype=stats.AWAt.dtype) + scale * stats.AWAt
+    return NaturalParameters(eta1=scale * stats.Ab, precision=precision)
+
+
+def natural_step(
+    current: NaturalParameters, target: NaturalParameters, rho: tf.Tensor
+) -> NaturalParameters:
+    """η ← (1 − ρ) η + ρ η̂: a natural-gradient step of size ρ ∈ (0, 1]."""
+    return NaturalParameters(
+        eta1=(1.0 - rho) * current.eta1 + rho * target.eta1,
+        precision=(1.0 - rho) * current.precision + rho * target.precision,
+    )
+
+
+@check_shapes(
+    "natural.eta1: [M, 1]",
+    "natural.precision: [M, M]",
+    "L: [M, M]",
+    "return[0]: [M, 1]",
+    "return[1]: [1, M, M]",
+)
+def q_from_natural(
+    natural: NaturalParameters, L: tf.Tensor, whiten: bool
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """GPflow's ``(q_mu, q_sqrt)`` for q(v) with natural parameters ``natural``; see :func:`optimal_q`."""
+    factors = gaussian_factors(natural.precision, natural.eta1, what="the precision of q(u)")
+    return optimal_q(factors, L, whiten)
+
+
+@check_shapes(
+    "A: [M, N]",
+    "Knn_diag: [N]",
+    "prior_mean: [N, 1]",
+    "q_mu: [M, 1]",
+    "q_sqrt: [1, M, M]",
+    "L: [M, M]",
+    "scale: []",
+    "rho: []",
+    "return[0]: [M, 1]",
+    "return[1]: [1, M, M]",
+)
+def natural_gradient_update(
+    A: tf.Tensor,
+    Knn_diag: tf.Tensor,
+    prior_mean: tf.Tensor,
+    q_mu: tf.Tensor,
+    q_sqrt: tf.Tensor,
+    L: tf.Tensor,
+    whiten: bool,
+    local_sites: LocalSites,
+    scale: tf.Tensor,
+    rho: tf.Tensor,
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """
+    One stochastic variational step on a batch, whatever the site rule: set the sites' local
+    parameters for the current q(u) (``local_sites``), then move q(u) by a natural-gradient step of
+    size ``rho`` towards the batch's target scaled by ``scale`` = n/s. Returns the new
+    ``(q_mu, q_sqrt)`` in the frame they are stored in.
+    """
+    m, R = whitened_q(q_mu, q_sqrt, L, whiten)
+    Gmu, Fvar = marginals(A, Knn_diag, m, R)
+    sites = shift_sites(local_sites(Gmu + prior_mean, Fvar), prior_mean)
+    target = site_target(statistics_from_projection(A, Knn_diag, sites), scale)
+    return q_from_natural(natural_step(natural_parameters(m, R), target, rho), L, whiten)

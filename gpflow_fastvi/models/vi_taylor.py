@@ -1,0 +1,157 @@
+"""VITaylor: sparse variational GP with Taylor sites, for any log-concave GPflow likelihood (paper 000, vi-Taylor)."""
+
+from typing import Optional, Tuple
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+from gpflow.base import Parameter, RegressionData
+
+from ..exceptions import IncompatibleLikelihoodError, InvalidDataError
+from ..inducing import InducingSpec
+from ..sites._labels import binary_labels_to_01
+from ..sites.taylor import taylor_sites
+from ..training.plans import TrainingPlan, alternating_plan
+from ..types import Sites
+from .base import GaussianSitesModel
+
+
+def _check_likelihood(likelihood: gpflow.likelihoods.Likelihood) -> None:
+    if not isinstance(likelihood, gpflow.likelihoods.ScalarLikelihood):
+        raise IncompatibleLikelihoodError(
+            "VITaylor needs a likelihood that factorises over data points with one latent function "
+            f"(a gpflow.likelihoods.ScalarLikelihood, such as Bernoulli, Poisson or Gaussian); got "
+            f"{type(likelihood).__name__}."
+        )
+
+
+def _count_targets(Y: np.ndarray) -> np.ndarray:
+    if np.any(Y < 0) or np.any(Y != np.round(Y)):
+        bad = np.unique(Y[(Y < 0) | (Y != np.round(Y))])[:6].tolist()
+        raise InvalidDataError(
+            f"Y must hold non-negative integer counts for a Poisson likelihood; found {bad}."
+        )
+    return Y
+
+
+class VITaylor(GaussianSitesModel):
+    r"""
+    Sparse variational GP with a second-order Taylor expansion of the log-likelihood
+    (:cite:t:`izmailov2017faster`, "vi-Taylor"), for any GPflow likelihood whose log-density is
+    concave in f: Bernoulli with the logit or probit link, Poisson, Gaussian, ...
+
+    Each log p(yᵢ | fᵢ) is replaced by its expansion at ξᵢ, the current mean of q(fᵢ), a Gaussian
+    site whose coefficients come from automatic differentiation of ``likelihood.log_prob``
+    (:mod:`gpflow_fastvi.sites.taylor`). For fixed ξ the optimal q(u) is closed form and the
+    collapsed objective J̃(θ; ξ) depends on the hyperparameters only, as for :class:`VIJJ`.
+
+    J̃ is an **approximation** to the ELBO, not a bound on log p(y): it can lie above or below. The
+    number to report and compare is :meth:`elbo`, the standard SVGP ELBO at the model's q(u) (by the
+    likelihood's own quadrature). With a Gaussian likelihood the expansion is exact and J̃ is
+    Titsias' bound, the objective of :class:`gpflow.models.SGPR`.
+
+    - :func:`gpflow_fastvi.fit` runs vi-Taylor: closed-form updates of ξ and q(u), then a few
+      L-BFGS-B steps on θ at fixed ξ (``method="analytic"``, the only one: ξ is not a free
+      parameter of a bound, so it is never optimised numerically).
+    - :meth:`training_loss` is −J̃ at the current ξ, and stores the matching q(u), so
+      ``gpflow.optimizers.Scipy().minimize(model.training_loss, model.trainable_variables)`` fits θ
+      for the current expansion points.
+    - ``q_mu``, ``q_sqrt``, ``whiten``, ``inducing_variable``, ``num_data`` mean what they mean in
+      :class:`gpflow.models.SVGP`.
+
+    Bernoulli labels may be {0, 1} or {−1, +1} (stored as {0, 1}); Poisson targets must be
+    non-negative integers. Where the likelihood is not log-concave the site curvature is clipped at 0
+    (see :mod:`gpflow_fastvi.sites.taylor`).
+    """
+
+    def __init__(
+        self,
+        data: RegressionData,
+        kernel: gpflow.kernels.Kernel,
+        inducing_variable: InducingSpec,
+        *,
+        likelihood: Optional[gpflow.likelihoods.Likelihood] = None,
+        mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
+        whiten: bool = True,
+        train_inducing: bool = False,
+        batch_size: Optional[int] = None,
+        kmeans_seed: int = 0,
+    ):
+        """
+        :param data: ``(X, Y)``, X [N, D], Y [N, 1] in the likelihood's convention.
+        :param kernel: any GPflow kernel for a single latent function.
+        :param inducing_variable: a GPflow inducing variable, an array Z [M, D] or an int M
+            (k-means centres of X). Fixed unless ``train_inducing=True``.
+        :param likelihood: any :class:`gpflow.likelihoods.ScalarLikelihood` with a log-concave
+            density; default ``Bernoulli(invlink=tf.sigmoid)`` (the logit link, as in the paper).
+        :param batch_size: accumulate over batches of this many points (memory O(batch · M)).
+        """
+        if likelihood is None:
+            likelihood = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
+        _check_likelihood(likelihood)
+        self.likelihood = likelihood  # read by _validate_targets, called by the base constructor
+        super().__init__(
+            data,
+            kernel,
+            likelihood,
+            inducing_variable,
+            mean_function=mean_function,
+            whiten=whiten,
+            train_inducing=train_inducing,
+            batch_size=batch_size,
+            kmeans_seed=kmeans_seed,
+        )
+        X, _ = self.data
+        # Expansion at the prior mean: the mean of q(f) for the initial q(u) = p(u).
+        self.xi = Parameter(self.mean_function(X), trainable=False)
+
+    def _validate_targets(self, Y: np.ndarray) -> np.ndarray:
+        if isinstance(self.likelihood, gpflow.likelihoods.Bernoulli):
+            return binary_labels_to_01(Y)
+        if isinstance(self.likelihood, gpflow.likelihoods.Poisson):
+            return _count_targets(Y)
+        return Y
+
+    @property
+    def site_parameters(self) -> Tuple[Parameter, ...]:
+        return (self.xi,)
+
+    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:  # type: ignore[override]
+        return taylor_sites(
+            lambda F: self.likelihood.log_prob(X, F, Y), xi, name=type(self.likelihood).__name__
+        )
+
+    def site_update(
+        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
+    ) -> Tuple[tf.Tensor, ...]:
+        return (Fmu,)
+
+    def training_plan(
+        self,
+        data: None = None,
+        *,
+        method: Optional[str] = None,
+        n_upd: int = 3,
+        maxfun: Optional[int] = None,
+    ) -> TrainingPlan:
+        """
+        The outer iteration :func:`gpflow_fastvi.fit` repeats: ``n_upd`` closed-form updates of ξ
+        and q(u), then L-BFGS-B on the hyperparameters at fixed ξ for at most ``maxfun``
+        evaluations (default 5, as in the paper).
+
+        :param method: ``"analytic"`` (vi-Taylor), the default and only choice.
+        """
+        if data is not None:
+            raise ValueError(
+                "VITaylor holds its training data (given to the constructor); call fit(model) "
+                "without data."
+            )
+        if method not in (None, "analytic"):
+            raise ValueError(
+                f"VITaylor supports method='analytic' only; got {method!r}. Its objective is a "
+                "local approximation at the expansion points ξ, not a bound to maximise over ξ, so "
+                "the 'full' and 'hybrid' schemes of VIJJ do not apply."
+            )
+        return alternating_plan(
+            self, method="analytic", n_upd=n_upd, maxfun=maxfun, site_variables=[]
+        )

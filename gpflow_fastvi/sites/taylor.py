@@ -1,0 +1,77 @@
+"""
+Taylor sites: the log-likelihood expanded to second order at ξᵢ (:cite:t:`izmailov2017faster`,
+eqs. 16–19), for any GPflow likelihood that factorises over points.
+
+With gᵢ and hᵢ the first and second derivatives of log p(yᵢ | f) at f = ξᵢ,
+
+    log p(yᵢ | fᵢ) ≈ log p(yᵢ | ξᵢ) + gᵢ (fᵢ − ξᵢ) + ½ hᵢ (fᵢ − ξᵢ)²,
+
+a Gaussian site a + b f − w f²/2 with
+
+    w = −h,     b = g + w ξ,     a = log p(y | ξ) − g ξ − w ξ²/2.
+
+The paper writes the curvature as ψ(ξ) = −h/2 and B = Kmm + 2 Kmn Ψ Knm, so its 2Ψ is our W, and its
+v(ξ) = φ(ξ) + 2 Ψ ξ is our b (φ = g). g and h come from automatic differentiation of
+``likelihood.log_prob``; ξᵢ is set to the current mean of q(fᵢ). This is an approximation, not a
+bound: the expansion is exact only for a Gaussian likelihood.
+
+Curvature safeguard: the collapsed algebra needs w ≥ 0, i.e. a log-concave likelihood at ξ. Where
+h > 0 (a density that is not log-concave there, such as Student-t far in its tails, or GPflow's
+probit link, whose 10⁻³ floor on the probability bends log p upwards for y f ≲ −3), w is set to 0:
+the site keeps the slope g but no curvature. Non-finite values of log p, g or h (for example
+log(1 − σ(f)) rounding to log 0 for f > 36 with ``Bernoulli(invlink=tf.sigmoid)``) raise
+``tf.errors.InvalidArgumentError`` naming the likelihood.
+"""
+
+from typing import Callable, Tuple
+
+import tensorflow as tf
+from check_shapes import check_shapes
+
+from ..types import Sites
+
+LogDensity = Callable[[tf.Tensor], tf.Tensor]
+"""f [N, 1] ↦ log p(yᵢ | fᵢ) [N]: a factorising log-likelihood at fixed targets."""
+
+
+@check_shapes("xi: [N, 1]", "return[0]: [N, 1]", "return[1]: [N, 1]", "return[2]: [N, 1]")
+def log_density_derivatives(
+    log_density: LogDensity, xi: tf.Tensor
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """
+    log p(yᵢ | ξᵢ) and its first and second derivatives in ξᵢ, by nested automatic differentiation.
+    As the log-likelihood factorises, ∂/∂ξᵢ Σⱼ log p(yⱼ | ξⱼ) is the i-th derivative and the Hessian
+    is diagonal, so one gradient of the sum of first derivatives gives every second derivative.
+    """
+    with tf.GradientTape(watch_accessed_variables=False) as outer:
+        outer.watch(xi)
+        with tf.GradientTape(watch_accessed_variables=False) as inner:
+            inner.watch(xi)
+            log_p = log_density(xi)  # [N]
+            total = tf.reduce_sum(log_p)  # summed on the tape, or the tape would not see it
+        g = inner.gradient(total, xi)  # [N, 1]
+        sum_g = tf.reduce_sum(g)
+    h = outer.gradient(sum_g, xi)  # [N, 1]
+    return log_p[:, None], g, h
+
+
+@check_shapes("xi: [N, 1]", "return[0]: [N, 1]", "return[1]: [N, 1]", "return[2]: [N, 1]")
+def taylor_sites(log_density: LogDensity, xi: tf.Tensor, *, name: str = "likelihood") -> Sites:
+    """
+    Taylor sites (a, b, w) of ``log_density`` expanded at ``xi``, with the curvature safeguard of the
+    module docstring.
+
+    :param name: the likelihood's name, for the error raised on non-finite derivatives.
+    """
+    log_p, g, h = log_density_derivatives(log_density, xi)
+    coefficients = tf.debugging.assert_all_finite(
+        tf.concat([log_p, g, h], axis=1),
+        f"The log-density of {name} or its first two derivatives is not finite at some expansion "
+        "point ξ (the current posterior mean of f). The likelihood underflows there (for example "
+        "log(1 - sigmoid(f)) rounds to log 0 for f > 36); check the data or the kernel variance.",
+    )
+    log_p, g, h = tf.unstack(coefficients[:, :, None], axis=1)
+    w = tf.maximum(-h, 0.0)  # the curvature safeguard: w ≥ 0
+    b = g + w * xi
+    a = log_p - g * xi - 0.5 * w * tf.square(xi)
+    return Sites(a=a, b=b, w=w)

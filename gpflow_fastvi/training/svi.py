@@ -1,0 +1,289 @@
+"""
+Stochastic variational inference with closed-form natural-gradient steps on q(u)
+(:cite:t:`hoffman2013stochastic`, :cite:t:`hensman2013gaussian`; for Pólya-Gamma sites
+:cite:t:`wenzel2019efficient`).
+
+One step on a mini-batch of s out of n points:
+
+1. the sites' local parameters (Pólya-Gamma cᵢ) are set in closed form for the current q(u);
+2. q(u) takes a natural-gradient step of size ρₜ towards the batch's closed-form optimum scaled by
+   n/s (:func:`gpflow_fastvi.gaussian.natural_gradient_update`);
+3. the hyperparameters (and any other trainable variable except ``q_mu``/``q_sqrt``) take an Adam
+   step on the batch's ELBO at the new q(u).
+
+All three run in one compiled function that is traced once: batches enter through an input
+signature with an unknown batch size, and ρₜ is computed in the graph from a step counter.
+"""
+
+from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+
+from ..exceptions import InvalidDataError
+from ..gaussian import natural_gradient_update, whitened_projection
+from ..sites._labels import binary_labels_to_01
+from .plans import TrainingPlan
+
+StepSize = Union[float, Callable[[tf.Tensor], tf.Tensor]]
+"""A constant ρ ∈ (0, 1], or a schedule t ↦ ρₜ of the step count t = 0, 1, 2, …"""
+
+
+class RobbinsMonro:
+    r"""
+    The step-size schedule ρₜ = (t + τ)^(−κ), t = 0, 1, 2, … (:cite:t:`hoffman2013stochastic`).
+
+    With κ ∈ (½, 1], Σ ρₜ = ∞ and Σ ρₜ² < ∞, the Robbins–Monro conditions under which SVI
+    converges. With τ = 1 the first step lands on the first batch's closed-form optimum and later
+    steps average over more and more batches.
+    """
+
+    def __init__(self, tau: float = 1.0, kappa: float = 0.6):
+        if not tau >= 1.0:
+            raise ValueError(f"tau must be at least 1 (so that every ρ ≤ 1); got {tau}.")
+        if not 0.5 < kappa <= 1.0:
+            raise ValueError(f"kappa must lie in (0.5, 1] (Robbins–Monro conditions); got {kappa}.")
+        self.tau = float(tau)
+        self.kappa = float(kappa)
+
+    def __call__(self, t: tf.Tensor) -> tf.Tensor:
+        t = tf.cast(t, gpflow.config.default_float())
+        return tf.pow(t + self.tau, -self.kappa)
+
+    def __repr__(self) -> str:
+        return f"RobbinsMonro(tau={self.tau}, kappa={self.kappa})"
+
+
+def _step_size_function(step_size: StepSize) -> Callable[[tf.Tensor], tf.Tensor]:
+    if callable(step_size):
+        return step_size
+    if isinstance(step_size, (int, float, np.floating)) and 0.0 < step_size <= 1.0:
+        rho = float(step_size)
+        return lambda t: tf.constant(rho, dtype=gpflow.config.default_float())
+    raise ValueError(
+        f"step_size must be a number in (0, 1] or a schedule t -> rho_t; got {step_size!r}."
+    )
+
+
+class NaturalGradientSVI:
+    """
+    The SVI step of the module docstring for a model with Gaussian sites and local parameters
+    (such as :class:`~gpflow_fastvi.PolyaGammaSVGP`), to call in your own loop::
+
+        svi = NaturalGradientSVI(model)
+        for batch in dataset:            # (X [s, D], Y [s, 1]) mini-batches
+            elbo_estimate = svi.step(batch)
+
+    :func:`gpflow_fastvi.fit` wraps the same object with a data pipeline, a trace and a budget.
+
+    :param model: the model; ``q_mu`` and ``q_sqrt`` are set by the natural-gradient step and left
+        out of Adam whether or not they are marked trainable.
+    :param step_size: ρ for q(u): a constant in (0, 1] or a schedule t ↦ ρₜ; default
+        :class:`RobbinsMonro`. With the full batch, ρ = 1 is exact coordinate ascent.
+    :param learning_rate: Adam's learning rate for the hyperparameters.
+    :param optimizer: a Keras optimiser to use instead of Adam (``gpflow.keras.tf_keras``).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        step_size: Optional[StepSize] = None,
+        learning_rate: float = 0.01,
+        optimizer: Optional[Any] = None,
+    ):
+        for needed in ("local_sites", "elbo_from_projection", "Kmm_cholesky", "data_scale"):
+            if not hasattr(model, needed):
+                raise TypeError(
+                    f"NaturalGradientSVI needs a model with Gaussian sites and local parameters "
+                    f"(such as PolyaGammaSVGP); {type(model).__name__} has no {needed}()."
+                )
+        self.model = model
+        self.rho = _step_size_function(RobbinsMonro() if step_size is None else step_size)
+        self.optimizer = optimizer or gpflow.keras.tf_keras.optimizers.Adam(learning_rate)
+        q_ids = {id(model.q_mu.unconstrained_variable), id(model.q_sqrt.unconstrained_variable)}
+        self.variables: List[tf.Variable] = [
+            v for v in model.trainable_variables if id(v) not in q_ids
+        ]
+        self.iteration = tf.Variable(0, dtype=tf.int64, trainable=False, name="svi_iteration")
+        dtype = gpflow.config.default_float()
+        self._compiled_step = tf.function(
+            self._step,
+            input_signature=[tf.TensorSpec([None, None], dtype), tf.TensorSpec([None, 1], dtype)],
+            autograph=False,
+        )
+
+    def _step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        model = self.model
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(self.variables)
+            L = model.Kmm_cholesky()
+            A, Knn_diag = whitened_projection(model.kernel, model.inducing_variable, X, L)
+            prior_mean = model.mean_function(X)
+            q_mu, q_sqrt = natural_gradient_update(
+                tf.stop_gradient(A),
+                tf.stop_gradient(Knn_diag),
+                tf.stop_gradient(prior_mean),
+                tf.convert_to_tensor(model.q_mu),
+                tf.convert_to_tensor(model.q_sqrt),
+                tf.stop_gradient(L),
+                model.whiten,
+                lambda Fmu, Fvar: model.local_sites(Y, Fmu, Fvar),
+                model.data_scale(X),
+                self.rho(self.iteration),
+            )
+            elbo = model.elbo_from_projection(L, A, Knn_diag, X, Y, q_mu, q_sqrt)
+            loss = -elbo - model.log_prior_density()
+        model.q_mu.assign(q_mu)
+        model.q_sqrt.assign(q_sqrt)
+        if self.variables:
+            gradients = tape.gradient(loss, self.variables)
+            self.optimizer.apply_gradients(zip(gradients, self.variables))
+        self.iteration.assign_add(1)
+        return elbo
+
+    def step(self, batch: Tuple[Any, Any]) -> tf.Tensor:
+        """
+        One SVI step on ``batch`` = (X [s, D], Y [s, 1]); returns the batch's ELBO estimate at the
+        new q(u), before the hyperparameter step.
+        """
+        X, Y = batch
+        dtype = gpflow.config.default_float()
+        X = tf.convert_to_tensor(X)
+        Y = tf.convert_to_tensor(Y)
+        if X.dtype != dtype:
+            raise InvalidDataError(f"X must have dtype {dtype.__name__}; got {X.dtype.name}.")
+        if Y.dtype.is_integer:
+            Y = tf.cast(Y, dtype)  # integer class labels are exact in floating point
+        elif Y.dtype != dtype:
+            raise InvalidDataError(f"Y must have dtype {dtype.__name__}; got {Y.dtype.name}.")
+        return self._compiled_step(X, Y)
+
+
+# --------------------------------------------------------------------------------------------------
+# The data pipeline and the plan fit() runs
+
+
+def _batches_from_arrays(
+    model: Any, data: Tuple[Any, Any], batch_size: Optional[int], seed: int
+) -> Tuple[Iterator[Tuple[tf.Tensor, tf.Tensor]], int, bool]:
+    """An endless iterator of batches, the number of points, and whether each batch is all of them."""
+    from ..models.base import _as_float_array
+
+    X = _as_float_array(data[0], "X")
+    Y = binary_labels_to_01(_as_float_array(data[1], "Y"))
+    if Y.shape[1] != 1 or X.shape[0] != Y.shape[0] or X.shape[0] == 0:
+        raise InvalidDataError(
+            f"data must be (X [N, D], Y [N, 1]) with N > 0; got X {list(X.shape)} and Y {list(Y.shape)}."
+        )
+    N = X.shape[0]
+    full_batch = batch_size is None or batch_size >= N
+    num_data = model.num_data
+    if num_data is not None and int(num_data) != N:
+        raise InvalidDataError(
+            f"model.num_data is {int(num_data)} but the training data have {N} rows; the mini-batch "
+            "ELBO would be scaled wrongly."
+        )
+    if num_data is None and not full_batch:
+        raise ValueError(
+            f"Mini-batches need model.num_data to scale the ELBO: construct the model with "
+            f"num_data={N}."
+        )
+    tensors = (tf.constant(X), tf.constant(Y))
+    if full_batch:
+
+        def repeat() -> Iterator[Tuple[tf.Tensor, tf.Tensor]]:
+            while True:
+                yield tensors
+
+        return repeat(), N, True
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(tensors)
+        .shuffle(N, seed=seed, reshuffle_each_iteration=True)
+        .repeat()
+        .batch(int(batch_size), drop_remainder=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    return iter(dataset), N, False
+
+
+def _batches_from_dataset(
+    model: Any, dataset: tf.data.Dataset, batch_size: Optional[int]
+) -> Tuple[Iterator[Any], Optional[int]]:
+    if model.num_data is None:
+        raise ValueError(
+            "Training from a tf.data.Dataset needs model.num_data (the number of training points) "
+            "to scale the mini-batch ELBO."
+        )
+    spec = dataset.element_spec
+    if not isinstance(spec, (tuple, list)) or len(spec) != 2:
+        raise InvalidDataError("The dataset must yield pairs (X, Y).")
+    rank = spec[0].shape.rank
+    if rank == 1:
+        if batch_size is None:
+            raise ValueError("The dataset yields single points: give batch_size to batch them.")
+        dataset = dataset.batch(int(batch_size), drop_remainder=True)
+    elif rank != 2:
+        raise InvalidDataError(f"The dataset must yield X of rank 1 or 2; got rank {rank}.")
+    elif batch_size is not None:
+        raise ValueError("The dataset is already batched; leave batch_size out.")
+    cardinality = int(dataset.cardinality())
+    per_epoch = cardinality if cardinality > 0 else None
+    return iter(dataset.repeat().prefetch(tf.data.AUTOTUNE)), per_epoch
+
+
+def svi_plan(
+    model: Any,
+    data: Any,
+    *,
+    batch_size: Optional[int] = None,
+    step_size: Optional[StepSize] = None,
+    learning_rate: float = 0.01,
+    steps_per_iteration: Optional[int] = None,
+    seed: int = 0,
+) -> TrainingPlan:
+    """
+    Natural-gradient SVI as :func:`gpflow_fastvi.fit` runs it; one outer iteration (one row of the
+    trace) is ``steps_per_iteration`` SVI steps, by default one pass over the data.
+
+    :param data: ``(X, Y)`` arrays, or a ``tf.data.Dataset`` of ``(X, Y)`` pairs, single points
+        (then give ``batch_size``) or batches; it is repeated as needed.
+    :param batch_size: mini-batch size for arrays; ``None`` (or ≥ N) uses every point in every step.
+    :param step_size: ρ for q(u); default ρ = 1 with the full batch (exact coordinate ascent) and
+        :class:`RobbinsMonro` for mini-batches.
+    :param learning_rate: Adam's learning rate for the hyperparameters.
+    :param seed: seeds the shuffling of arrays.
+
+    The objective recorded per iteration is the mean of the mini-batch ELBO estimates of its steps.
+    Defaults: at most 1000 iterations with the full batch, 100 passes with mini-batches; relative
+    tolerance 1e-5 (with mini-batches the estimates are noisy, so a budget usually ends the run).
+    """
+    if data is None:
+        raise ValueError(f"{type(model).__name__} takes its data in fit(model, data, ...).")
+    if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
+    if isinstance(data, tf.data.Dataset):
+        batches, per_epoch = _batches_from_dataset(model, data, batch_size)
+        full_batch = False
+    else:
+        if not isinstance(data, (tuple, list)) or len(data) != 2:
+            raise InvalidDataError("data must be a tuple (X, Y) or a tf.data.Dataset of pairs.")
+        batches, N, full_batch = _batches_from_arrays(model, data, batch_size, seed)
+        per_epoch = 1 if full_batch else N // int(batch_size)
+    if step_size is None and full_batch:
+        step_size = 1.0
+    steps = steps_per_iteration or per_epoch or 100
+    if not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps_per_iteration must be a positive integer; got {steps!r}.")
+    svi = NaturalGradientSVI(model, step_size=step_size, learning_rate=learning_rate)
+
+    def step() -> float:
+        estimates = [svi.step(next(batches)) for _ in range(int(steps))]
+        return float(tf.add_n(estimates)) / len(estimates)
+
+    max_iter = 1000 if full_batch else 100
+    return TrainingPlan(method="svi", step=step, max_iter=max_iter, tol=1e-5)
+
+
+__all__ = ["NaturalGradientSVI", "RobbinsMonro", "StepSize", "svi_plan"]
