@@ -106,6 +106,10 @@ class NaturalGradientSVI:
         self.variables: List[tf.Variable] = [
             v for v in model.trainable_variables if id(v) not in q_ids
         ]
+        if self.variables and hasattr(self.optimizer, "build"):
+            # Create Adam's slots now: variables created inside the first trace make TensorFlow
+            # trace the step a second time.
+            self.optimizer.build(self.variables)
         self.iteration = tf.Variable(0, dtype=tf.int64, trainable=False, name="svi_iteration")
         dtype = gpflow.config.default_float()
         self._compiled_step = tf.function(

@@ -1,0 +1,103 @@
+"""The core's natural-parameter algebra: marginals, KL, and the natural-gradient step on q(u)."""
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from gpflow_fastvi.gaussian import (
+    collapsed_factors,
+    kl_to_prior,
+    marginals,
+    natural_gradient_update,
+    natural_parameters,
+    optimal_q,
+    q_from_natural,
+    robust_cholesky,
+    shift_sites,
+    site_statistics,
+    whitened_projection,
+    whitened_q,
+)
+from gpflow_fastvi.sites import jj_optimal_xi, jj_sites
+
+
+def random_q(rng, M):
+    q_mu = rng.standard_normal((M, 1))
+    q_sqrt = np.tril(0.3 * rng.standard_normal((M, M)), -1) + np.diag(rng.uniform(0.2, 1.0, M))
+    return tf.constant(q_mu), tf.constant(q_sqrt[None])
+
+
+def problem(rng, N=40, M=7, mean=0.0):
+    X = rng.uniform(-2.0, 2.0, size=(N, 2))
+    Y = np.where(rng.uniform(size=(N, 1)) < 0.5, -1.0, 1.0)
+    kernel = gpflow.kernels.SquaredExponential(variance=1.7, lengthscales=[0.8, 1.3])
+    iv = gpflow.inducing_variables.InducingPoints(X[:M].copy())
+    L = robust_cholesky(gpflow.covariances.Kuu(iv, kernel))
+    A, Knn_diag = whitened_projection(kernel, iv, tf.constant(X), L)
+    prior_mean = tf.fill([N, 1], tf.constant(mean, tf.float64))
+    return X, Y, kernel, iv, L, A, Knn_diag, prior_mean
+
+
+def jj_local_sites(Y):
+    return lambda Fmu, Fvar: jj_sites(tf.constant(Y), jj_optimal_xi(Fmu, Fvar))
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+def test_marginals_and_kl_match_gpflow(rng, whiten):
+    X, _, kernel, iv, L, A, Knn_diag, _ = problem(rng)
+    q_mu, q_sqrt = random_q(rng, 7)
+    m, R = whitened_q(q_mu, q_sqrt, L, whiten)
+    Gmu, Gvar = marginals(A, Knn_diag, m, R)
+    Fmu, Fvar = gpflow.conditionals.conditional(
+        tf.constant(X), iv, kernel, q_mu, q_sqrt=q_sqrt, white=whiten
+    )
+    np.testing.assert_allclose(Gmu, Fmu, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(Gvar, Fvar, rtol=1e-8, atol=1e-10)
+    kl = gpflow.kullback_leiblers.prior_kl(iv, kernel, q_mu, q_sqrt, whiten=whiten)
+    np.testing.assert_allclose(kl_to_prior(m, R), kl, rtol=1e-9)
+
+
+def test_natural_parameters_round_trip(rng):
+    L = tf.eye(5, dtype=tf.float64)
+    q_mu, q_sqrt = random_q(rng, 5)
+    back_mu, back_sqrt = q_from_natural(natural_parameters(q_mu, q_sqrt[0]), L, whiten=True)
+    np.testing.assert_allclose(back_mu, q_mu, rtol=1e-9)
+    np.testing.assert_allclose(back_sqrt, q_sqrt, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+@pytest.mark.parametrize("mean", [0.0, 0.7])
+def test_full_batch_step_with_rho_one_lands_on_the_closed_form_optimum(rng, whiten, mean):
+    """From any q: one ρ = 1 step on all the data = the optimal q(u) for the sites at that q."""
+    X, Y, kernel, iv, L, A, Knn_diag, prior_mean = problem(rng, mean=mean)
+    q_mu, q_sqrt = random_q(rng, 7)
+    new_mu, new_sqrt = natural_gradient_update(
+        A, Knn_diag, prior_mean, q_mu, q_sqrt, L, whiten, jj_local_sites(Y),
+        tf.constant(1.0, tf.float64), tf.constant(1.0, tf.float64),
+    )  # fmt: skip
+    # The same sites by hand: ξ from the starting q, then the closed-form optimum.
+    m, R = whitened_q(q_mu, q_sqrt, L, whiten)
+    Gmu, Fvar = marginals(A, Knn_diag, m, R)
+    sites = shift_sites(jj_local_sites(Y)(Gmu + prior_mean, Fvar), prior_mean)
+    stats = site_statistics(kernel, iv, tf.constant(X), sites, L)
+    opt_mu, opt_sqrt = optimal_q(collapsed_factors(stats), L, whiten)
+    np.testing.assert_allclose(new_mu, opt_mu, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(new_sqrt, opt_sqrt, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+def test_step_is_a_convex_combination_of_natural_parameters(rng, whiten):
+    X, Y, kernel, iv, L, A, Knn_diag, prior_mean = problem(rng)
+    q_mu, q_sqrt = random_q(rng, 7)
+    one = tf.constant(1.0, tf.float64)
+    args = (A, Knn_diag, prior_mean, q_mu, q_sqrt, L, whiten, jj_local_sites(Y), one)
+    full_mu, full_sqrt = natural_gradient_update(*args, one)
+    part_mu, part_sqrt = natural_gradient_update(*args, tf.constant(0.3, tf.float64))
+    start, full, part = (
+        natural_parameters(*whitened_q(mu, sqrt, L, whiten))
+        for mu, sqrt in ((q_mu, q_sqrt), (full_mu, full_sqrt), (part_mu, part_sqrt))
+    )
+    for field in ("eta1", "precision"):
+        expected = 0.7 * getattr(start, field) + 0.3 * getattr(full, field)
+        np.testing.assert_allclose(getattr(part, field), expected, rtol=1e-8, atol=1e-10)

@@ -1,0 +1,225 @@
+"""PolyaGammaSVGP: its closed-form ELBO, its natural-gradient SVI, and its SVGP compatibility."""
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gpflow_fastvi as fv
+from gpflow_fastvi.sites import jj_sites, pg_kl, pg_mean, pg_sites
+
+from .reference import log_marginal_likelihood_by_quadrature
+
+LOGIT = dict(invlink=tf.sigmoid)
+
+
+def make_pg(data, M=12, whiten=True, train_inducing=False, **kwargs):
+    X, _ = data
+    model = fv.PolyaGammaSVGP(
+        gpflow.kernels.SquaredExponential(lengthscales=[1.0] * X.shape[1]),
+        gpflow.likelihoods.Bernoulli(**LOGIT),
+        X[:M].copy(),
+        num_data=X.shape[0],
+        whiten=whiten,
+        **kwargs,
+    )
+    gpflow.set_trainable(model.inducing_variable, train_inducing)
+    return model
+
+
+def test_polya_gamma_site_is_the_jaakkola_jordan_site_for_every_c():
+    """E_q(ω)[log p(y | f, ω)] − KL[q(ω) ‖ p(ω)] with q(ω) = PG(1, c) is the JJ bound at ξ = c."""
+    c = tf.constant(np.concatenate([[0.0, 1e-6, 1e-3], np.linspace(-40.0, 40.0, 161)])[:, None])
+    for y in (-1.0, 1.0):
+        Y = tf.fill(tf.shape(c), tf.constant(y, tf.float64))
+        pg, jj = pg_sites(Y, c), jj_sites(Y, c)
+        for name in ("a", "b", "w"):
+            np.testing.assert_allclose(getattr(pg, name), getattr(jj, name), rtol=1e-12, atol=1e-14)
+
+
+def test_polya_gamma_moments_against_the_series_definition():
+    """E[ω] and KL(PG(1, c) ‖ PG(1, 0)) against PG(1, c) as the law of Σₖ gₖ / (2π²((k − ½)² + c²/4π²))."""
+    k = np.arange(1, 200001)[:, None]
+    c = np.array([0.0, 0.5, 2.0, 7.0])
+    denominators = 2 * np.pi**2 * ((k - 0.5) ** 2 + c**2 / (4 * np.pi**2))  # gₖ ~ Exp(1)
+    np.testing.assert_allclose(pg_mean(tf.constant(c)), np.sum(1 / denominators, 0), rtol=1e-5)
+    # KL = log cosh(c/2) − c² E[ω]/2 from the density ratio cosh(c/2) exp(−c² ω / 2).
+    expected_kl = np.log(np.cosh(c / 2)) - 0.5 * c**2 * np.sum(1 / denominators, 0)
+    np.testing.assert_allclose(pg_kl(tf.constant(c)), expected_kl, rtol=1e-4, atol=1e-9)
+
+
+def test_elbo_lies_below_svgp_elbo_and_log_marginal_likelihood(rng):
+    """Tiny problem, Z = X: PG ELBO ≤ SVGP (quadrature) ELBO at the same q ≤ log p(y)."""
+    X = rng.uniform(-1.0, 1.0, size=(3, 1))
+    Y = np.array([[1.0], [0.0], [1.0]])
+    model = make_pg((X, Y), M=3)
+    fv.fit(model, (X, Y), max_iter=200, learning_rate=0.0 + 1e-9)
+    data = (tf.constant(X), tf.constant(Y))
+    pg_elbo = float(model.elbo(data))
+    svgp_elbo = float(gpflow.models.SVGP.elbo(model, data))
+    K = model.kernel(X).numpy()
+    log_py = log_marginal_likelihood_by_quadrature(K, 2 * Y - 1)
+    assert pg_elbo < svgp_elbo < log_py
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+def test_full_batch_rho_one_reaches_vijj(binary_data, whiten):
+    """Coordinate ascent (full batch, ρ = 1, fixed θ) converges to VIJJ's q(u), ξ = c and bound."""
+    X, Y = binary_data
+    Z = X[:12].copy()
+    vijj = fv.VIJJ(binary_data, gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]), Z)
+    vijj.update_sites(400)
+    model = make_pg(binary_data, whiten=whiten)
+    gpflow.set_trainable(model.kernel, False)
+    trace = fv.fit(model, binary_data, max_iter=400, tol=0.0)
+    elbo = float(model.elbo(binary_data))
+    np.testing.assert_allclose(elbo, float(vijj.collapsed_bound().total), rtol=1e-12)
+    np.testing.assert_allclose(trace.rows[-1]["objective"], elbo, rtol=1e-12)
+    np.testing.assert_allclose(model.local_c(X), vijj.xi, atol=1e-8)
+    q_mu, q_sqrt = model.q_mu.numpy(), model.q_sqrt.numpy()
+    if not whiten:  # VIJJ stores q whitened: compare the same distribution
+        L = np.linalg.cholesky(
+            model.kernel(Z).numpy() + gpflow.config.default_jitter() * np.eye(len(Z))
+        )
+        q_mu, q_sqrt = np.linalg.solve(L, q_mu), np.linalg.solve(L, q_sqrt[0])[None]
+    np.testing.assert_allclose(q_mu, vijj.q_mu.numpy(), atol=1e-8)
+    np.testing.assert_allclose(q_sqrt, vijj.q_sqrt.numpy(), atol=1e-8)
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+def test_step_agrees_with_gpflow_natural_gradient(binary_data, whiten):
+    """Our closed-form step = GPflow's NaturalGradient(gamma=ρ) on the closed-form ELBO."""
+    data = tuple(tf.constant(a) for a in binary_data)
+    ours, theirs = make_pg(binary_data, whiten=whiten), make_pg(binary_data, whiten=whiten)
+    rng = np.random.default_rng(3)
+    q_sqrt = np.tril(0.2 * rng.standard_normal((12, 12)), -1) + np.diag(rng.uniform(0.3, 1.0, 12))
+    for model in (ours, theirs):
+        gpflow.set_trainable(model.kernel, False)
+        model.q_mu.assign(np.linspace(-1.0, 1.0, 12)[:, None])
+        model.q_sqrt.assign(q_sqrt[None])
+    fv.NaturalGradientSVI(ours, step_size=0.3).step(data)
+    gpflow.optimizers.NaturalGradient(gamma=0.3).minimize(
+        lambda: theirs.training_loss(data), [(theirs.q_mu, theirs.q_sqrt)]
+    )
+    np.testing.assert_allclose(ours.q_mu, theirs.q_mu, rtol=1e-7, atol=1e-9)
+    S_ours = ours.q_sqrt[0] @ tf.transpose(ours.q_sqrt[0])
+    S_theirs = theirs.q_sqrt[0] @ tf.transpose(theirs.q_sqrt[0])
+    np.testing.assert_allclose(S_ours, S_theirs, rtol=1e-7, atol=1e-9)
+
+
+def test_mini_batch_elbo_is_unbiased(binary_data):
+    """The mean of the scaled ELBOs of a partition into equal batches is the full-data ELBO."""
+    X, Y = binary_data
+    model = make_pg(binary_data)
+    fv.fit(model, binary_data, batch_size=10, max_iter=2)  # somewhere away from the prior
+    batches = [model.elbo((X[i : i + 10], Y[i : i + 10])) for i in range(0, len(X), 10)]
+    np.testing.assert_allclose(np.mean(batches), model.elbo(binary_data), rtol=1e-10)
+
+
+def test_svi_step_is_traced_once_for_any_batch_size(binary_data):
+    X, Y = binary_data
+    model = make_pg(binary_data)
+    svi = fv.NaturalGradientSVI(model)
+    for size in (10, 7, 10, 60, 3):
+        svi.step((X[:size], Y[:size]))
+    assert svi._compiled_step.experimental_get_tracing_count() == 1
+    assert int(svi.iteration) == 5
+
+
+def test_fit_accepts_tf_data_datasets(binary_data):
+    X, Y = binary_data
+    model = make_pg(binary_data)
+    batched = tf.data.Dataset.from_tensor_slices(binary_data).shuffle(60, seed=1).batch(15)
+    trace = fv.fit(model, batched, max_iter=3)
+    assert len(trace.rows) == 3 and np.all(np.isfinite(trace.column("objective")))
+    single = tf.data.Dataset.from_tensor_slices(binary_data)
+    trace = fv.fit(make_pg(binary_data), single, batch_size=20, max_iter=2, steps_per_iteration=5)
+    assert len(trace.rows) == 2
+    with pytest.raises(ValueError, match="give batch_size"):
+        fv.fit(make_pg(binary_data), single)
+    with pytest.raises(ValueError, match="already batched"):
+        fv.fit(make_pg(binary_data), batched, batch_size=5)
+
+
+def test_an_svgp_training_script_runs_with_the_class_name_changed(binary_data):
+    """GPflow's SVGP recipe: Adam on training_loss_closure over trainable_variables."""
+    X, Y = binary_data
+    model = make_pg(binary_data)
+    loss = model.training_loss_closure(binary_data, compile=True)
+    before = float(loss())
+    optimizer = gpflow.keras.tf_keras.optimizers.Adam(0.05)
+    for _ in range(20):
+        optimizer.minimize(loss, model.trainable_variables)
+    assert float(loss()) < before
+    mean, _ = model.predict_y(X)
+    assert mean.shape == (60, 1)
+
+
+def test_mini_batch_svi_trains_hyperparameters_and_predicts(binary_data):
+    X, Y = binary_data
+    model = make_pg(binary_data)
+    start = model.kernel.lengthscales.numpy().copy()
+    trace = fv.fit(model, binary_data, batch_size=20, max_iter=30)
+    assert not np.allclose(model.kernel.lengthscales.numpy(), start)
+    objectives = trace.column("objective")
+    assert objectives[-5:].mean() > objectives[0]
+    accuracy = np.mean((model.predict_y(X)[0].numpy() > 0.5) == (Y > 0.5))
+    assert accuracy > 0.75
+
+
+@pytest.mark.slow
+def test_ten_thousand_mini_batch_steps_stay_finite(binary_data):
+    """Long runs: no NaN, no Cholesky failure, with hyperparameters and inducing inputs trained."""
+    X, Y = binary_data
+    model = make_pg(binary_data, M=20, train_inducing=True)
+    trace = fv.fit(model, binary_data, batch_size=5, steps_per_iteration=1000, max_iter=10, tol=0.0)
+    assert len(trace.rows) == 10
+    assert np.all(np.isfinite(trace.column("objective")))
+    for value in (model.q_mu, model.q_sqrt, model.kernel.lengthscales, model.inducing_variable.Z):
+        assert np.all(np.isfinite(value.numpy()))
+
+
+@pytest.mark.slow
+def test_banana_accuracy_matches_svgp(banana_split):
+    X_train, Y_train, X_test, Y_test = banana_split
+    model = fv.PolyaGammaSVGP(
+        gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]),
+        gpflow.likelihoods.Bernoulli(**LOGIT),
+        fv.kmeans_inducing_points(X_train, 50, seed=0),
+        num_data=len(X_train),
+    )
+    gpflow.set_trainable(model.inducing_variable, False)
+    fv.fit(model, (X_train, Y_train), batch_size=100, max_iter=15)
+    accuracy = np.mean((model.predict_y(X_test)[0].numpy() > 0.5) == (Y_test > 0.5))
+    assert accuracy > 0.895  # SVGP + Scipy reaches 0.904 on this split (see test_fit)
+
+
+def test_bad_construction_and_data_raise_clear_errors(binary_data):
+    X, Y = binary_data
+    kernel = gpflow.kernels.SquaredExponential()
+    with pytest.raises(fv.IncompatibleLikelihoodError, match="logit"):
+        fv.PolyaGammaSVGP(kernel, gpflow.likelihoods.Bernoulli(), X[:5], num_data=60)
+    with pytest.raises(ValueError, match="q_diag"):
+        fv.PolyaGammaSVGP(
+            kernel, gpflow.likelihoods.Bernoulli(**LOGIT), X[:5], num_data=60, q_diag=True
+        )
+    with pytest.raises(ValueError, match="num_data"):
+        model = fv.PolyaGammaSVGP(kernel, gpflow.likelihoods.Bernoulli(**LOGIT), X[:5])
+        fv.fit(model, binary_data, batch_size=10)
+    with pytest.raises(fv.InvalidDataError, match="binary labels"):
+        fv.fit(make_pg(binary_data), (X, Y * 2.0))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="binary labels"):
+        fv.NaturalGradientSVI(make_pg(binary_data)).step((X, Y * 2.0))
+    with pytest.raises(fv.InvalidDataError, match="num_data is 60"):
+        fv.fit(make_pg(binary_data), (X[:30], Y[:30]))
+    with pytest.raises(ValueError, match="step_size"):
+        fv.NaturalGradientSVI(make_pg(binary_data), step_size=1.5)
+
+
+def test_labels_minus_one_plus_one_give_the_same_step(binary_data):
+    X, Y = binary_data
+    a, b = make_pg(binary_data), make_pg(binary_data)
+    fv.NaturalGradientSVI(a, step_size=1.0).step((X, Y))
+    fv.NaturalGradientSVI(b, step_size=1.0).step((X, 2.0 * Y - 1.0))
+    np.testing.assert_allclose(a.q_mu, b.q_mu, rtol=1e-12)
+    np.testing.assert_allclose(a.kernel.lengthscales, b.kernel.lengthscales, rtol=1e-12)
