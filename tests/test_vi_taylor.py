@@ -13,7 +13,7 @@ LOGIT = dict(invlink=tf.sigmoid)
 
 def log_density_of(likelihood, X, Y):
     """F ↦ log p(Y | F) at inputs X, the function the Taylor sites expand."""
-    return log_density_of(likelihood, X, Y)
+    return lambda F: likelihood.log_prob(X, F, Y)
 
 
 def test_logit_coefficients_match_the_paper():
