@@ -1,25 +1,42 @@
 """
-The ``compare`` job: :class:`~gpflow_fastvi.VIJJ` against GPflow's SVGP, on one data set, for the
-same wall-clock budget.
+The ``compare`` job: the fast methods of this package against GPflow's SVGP, on one data set, for
+the same wall-clock budget.
 
-Three methods start from the same point and are timed the same way:
+The methods (:data:`ALL_METHODS`; :func:`run_comparison` runs :data:`DEFAULT_METHODS` unless told
+otherwise) start from the same point and are timed the same way. The fast ones:
 
 * ``"VIJJ"``: :func:`gpflow_fastvi.fit` on :class:`~gpflow_fastvi.VIJJ` (closed-form sites and q(u),
   L-BFGS on the collapsed bound in the hyperparameters);
+* ``"VITaylor"``: :func:`gpflow_fastvi.fit` on :class:`~gpflow_fastvi.VITaylor` (the same scheme
+  with Taylor sites);
+* ``"PolyaGammaSVGP"``: :func:`gpflow_fastvi.fit` on :class:`~gpflow_fastvi.PolyaGammaSVGP`
+  (mini-batch SVI: closed-form natural-gradient steps on q(u), Adam on the hyperparameters),
+  evaluated about :data:`PG_EVALUATIONS_PER_PASS` times per pass over the data and run until the
+  budget ends, as SVGP + Adam.
+
+The baselines (their names start with ``"SVGP"``):
+
 * ``"SVGP + Scipy"``: :class:`gpflow.models.SVGP` trained full-batch by
   :class:`gpflow.optimizers.Scipy` (L-BFGS-B over q(u) and the hyperparameters);
-* ``"SVGP + Adam"``: the same SVGP trained by mini-batch Adam (stochastic variational inference).
+* ``"SVGP + Adam"``: the same SVGP trained by mini-batch Adam (stochastic variational inference);
+* ``"SVGP + NatGrad + Adam"``: the same SVGP, each mini-batch step a
+  :class:`gpflow.optimizers.NaturalGradient` step (γ = :data:`NATGRAD_GAMMA`) on q(u) followed by
+  an Adam step on the hyperparameters, both on the same mini-batch.
 
 Shared set-up: a :class:`~gpflow.kernels.SquaredExponential` kernel with one lengthscale per input
 dimension, all initialised at 1.0 (the data are expected standardised), variance 1.0; the same fixed
-(not trained) k-means inducing inputs; the logit link, ``Bernoulli(invlink=tf.sigmoid)``.
+(not trained) k-means inducing inputs; the logit link, ``Bernoulli(invlink=tf.sigmoid)``; the same
+mini-batch size and Adam learning rate for every mini-batch method.
 
 Each method's trace is a list of rows, ``{"iteration", "time", "test_accuracy", "test_nll",
 "elbo"}``, starting with the untrained model at time 0. ``time`` is training wall-clock seconds
 since the method started, graph compilation included and the evaluations themselves excluded (the
-clock is paused while a row is computed). The ELBO is on the full training data: SVGP's own ELBO
-for the SVGP methods, :meth:`VIJJ.elbo` for VIJJ: the same SVGP ELBO at VIJJ's q(u), which lies
-above the Jaakkola–Jordan bound VIJJ optimises.
+clock is paused while a row is computed). The ELBO is on the full training data and is the same
+quantity for every method, GPflow's SVGP ELBO (by quadrature) at the method's q(u): SVGP's own ELBO
+for the baselines; :meth:`VIJJ.elbo` and :meth:`VITaylor.elbo` for VIJJ and VITaylor (for VIJJ it
+lies above the Jaakkola–Jordan bound VIJJ optimises; VITaylor's own objective is an approximation,
+not a bound); ``gpflow.models.SVGP.elbo(model, data)`` for PolyaGammaSVGP, whose own ``elbo`` is
+the closed-form Pólya-Gamma bound, which lies below it.
 
 TensorFlow and GPflow are imported with this module; keep it out of ``gpflow_fastvi/__init__.py``.
 """
@@ -39,10 +56,28 @@ from check_shapes import get_enable_check_shapes
 from .datasets.loaders import BENCH_INSTALL_HINT, PathLike
 
 VIJJ_NAME = "VIJJ"
+VITAYLOR_NAME = "VITaylor"
+PG_NAME = "PolyaGammaSVGP"
 SCIPY_NAME = "SVGP + Scipy"
 ADAM_NAME = "SVGP + Adam"
-METHODS: Tuple[str, ...] = (VIJJ_NAME, SCIPY_NAME, ADAM_NAME)
-"""The compared methods, in the order they are run and reported."""
+NATGRAD_NAME = "SVGP + NatGrad + Adam"
+ALL_METHODS: Tuple[str, ...] = (
+    VIJJ_NAME,
+    VITAYLOR_NAME,
+    PG_NAME,
+    SCIPY_NAME,
+    ADAM_NAME,
+    NATGRAD_NAME,
+)
+"""Every method :func:`run_comparison` knows, fast ones first, then the SVGP baselines."""
+DEFAULT_METHODS: Tuple[str, ...] = (VIJJ_NAME, SCIPY_NAME, ADAM_NAME)
+"""The methods :func:`run_comparison` runs unless given ``methods``."""
+METHODS = DEFAULT_METHODS
+"""The former name of :data:`DEFAULT_METHODS`."""
+FAST_METHODS: Tuple[str, ...] = (VIJJ_NAME, VITAYLOR_NAME, PG_NAME)
+"""The methods of this package; the table gives their time-to-target ratios against baselines."""
+BASELINE_PREFIX = "SVGP"
+"""Methods whose names start with this are GPflow baselines."""
 
 ACCURACY_TOLERANCE = 0.005
 """Time to target: within this much (half an accuracy point) of the best final test accuracy..."""
@@ -50,7 +85,15 @@ NLL_TOLERANCE = 0.01
 """...and within this much of the best (lowest) final mean test negative log predictive density."""
 
 ADAM_EVALUATIONS = 100
-"""SVGP + Adam is evaluated at about this many times, spaced evenly on a log time axis."""
+"""SVGP + Adam and SVGP + NatGrad + Adam are evaluated at about this many times, spaced evenly on a
+log time axis."""
+
+PG_EVALUATIONS_PER_PASS = 4
+"""PolyaGammaSVGP is evaluated about this many times per pass over the training data (once every
+N / (this · batch size) mini-batch steps, and at least once per step)."""
+
+NATGRAD_GAMMA = 0.1
+"""The natural-gradient step size of SVGP + NatGrad + Adam."""
 
 Row = Dict[str, float]
 Trace = List[Row]
@@ -152,7 +195,7 @@ def _make_svgp(X: np.ndarray, Z: np.ndarray) -> gpflow.models.SVGP:
 
 
 # --------------------------------------------------------------------------------------------------
-# The three methods
+# The methods
 # --------------------------------------------------------------------------------------------------
 
 
@@ -171,6 +214,83 @@ def _run_vijj(
     initial = {"iteration": 0, "time": 0.0, **metrics()}
     trace = fit(model, time_budget=time_budget, callback=lambda _: metrics(), progress=progress)
     return [initial] + [dict(row) for row in trace.rows]
+
+
+def _run_vitaylor(
+    data: Tuple[np.ndarray, np.ndarray],
+    test: Tuple[np.ndarray, np.ndarray],
+    Z: np.ndarray,
+    time_budget: float,
+    progress: bool,
+) -> Trace:
+    from . import VITaylor, fit
+
+    X, Y = data
+    model = VITaylor(data, _make_kernel(X.shape[1]), Z.copy(), likelihood=_make_likelihood())
+    metrics = _metrics_function(model, model.elbo, *test)
+    initial = {"iteration": 0, "time": 0.0, **metrics()}
+    trace = fit(model, time_budget=time_budget, callback=lambda _: metrics(), progress=progress)
+    return [initial] + [dict(row) for row in trace.rows]
+
+
+def _pg_steps_per_iteration(N: int, batch_size: int) -> int:
+    """Mini-batch steps between PolyaGammaSVGP evaluations: see :data:`PG_EVALUATIONS_PER_PASS`."""
+    return max(1, N // (PG_EVALUATIONS_PER_PASS * batch_size))
+
+
+def _run_polya_gamma(
+    adam_lr: float,
+    data: Tuple[np.ndarray, np.ndarray],
+    test: Tuple[np.ndarray, np.ndarray],
+    Z: np.ndarray,
+    time_budget: float,
+    batch_size: int,
+    seed: int,
+    progress: bool,
+) -> Trace:
+    from . import PolyaGammaSVGP, fit
+
+    X, Y = data
+    N = X.shape[0]
+    model = PolyaGammaSVGP(
+        _make_kernel(X.shape[1]),
+        _make_likelihood(),
+        gpflow.inducing_variables.InducingPoints(Z.copy()),
+        num_data=N,
+    )
+    gpflow.set_trainable(model.inducing_variable, False)  # the same fixed Z for every method
+    data_tensors = (tf.constant(X), tf.constant(Y))
+    # SVGP's quadrature ELBO at this q(u), comparable with the baselines' (the model's own elbo is
+    # the Pólya-Gamma bound, which lies below it).
+    metrics = _metrics_function(model, lambda: gpflow.models.SVGP.elbo(model, data_tensors), *test)
+    rows: Trace = [{"iteration": 0, "time": 0.0, **metrics()}]
+    bar = _progress_bar(progress, PG_NAME, time_budget)
+
+    # fit() keeps its own training time; this clock (paused likewise) only drives the progress bar.
+    clock = _TrainingClock()
+
+    def callback(_: Any) -> Row:
+        elapsed = clock.elapsed()
+        with clock.paused():
+            row = metrics()
+            _advance(bar, elapsed)
+        return row
+
+    trace = fit(
+        model,
+        data,
+        batch_size=min(batch_size, N),
+        learning_rate=adam_lr,
+        steps_per_iteration=_pg_steps_per_iteration(N, batch_size),
+        seed=seed,
+        max_iter=10**9,  # run until the budget ends, as SVGP + Adam: the estimates are noisy,
+        tol=0.0,  # so a change-of-objective test would stop it at random
+        time_budget=time_budget,
+        callback=callback,
+    )
+    if bar is not None:
+        bar.close()
+    return rows + [dict(row) for row in trace.rows]
 
 
 def _run_svgp_scipy(
@@ -212,23 +332,34 @@ def _run_svgp_scipy(
     return rows
 
 
-def _run_svgp_adam(
+StepFactory = Callable[
+    [gpflow.models.SVGP, Iterator[Tuple[tf.Tensor, tf.Tensor]]], Callable[[], None]
+]
+"""Makes a mini-batch method's optimisation step from the model and an endless batch iterator."""
+
+
+def _run_svgp_minibatch(
+    method: str,
+    make_step: StepFactory,
     data: Tuple[np.ndarray, np.ndarray],
     test: Tuple[np.ndarray, np.ndarray],
     Z: np.ndarray,
     time_budget: float,
-    adam_lr: float,
     batch_size: int,
     seed: int,
     progress: bool,
 ) -> Trace:
+    """
+    Train an SVGP with ``make_step``'s step on shuffled mini-batches until the budget ends, and
+    evaluate it about :data:`ADAM_EVALUATIONS` times, evenly spaced on a log time axis.
+    """
     X, Y = data
     N = X.shape[0]
     model = _make_svgp(X, Z)
     data_tensors = (tf.constant(X), tf.constant(Y))
     metrics = _metrics_function(model, lambda: model.elbo(data_tensors), *test)
     rows: Trace = [{"iteration": 0, "time": 0.0, **metrics()}]
-    bar = _progress_bar(progress, ADAM_NAME, time_budget)
+    bar = _progress_bar(progress, method, time_budget)
 
     clock = _TrainingClock()  # compilation of the first step counts as training time
     dataset = (
@@ -238,12 +369,7 @@ def _run_svgp_adam(
         .batch(min(batch_size, N))
         .prefetch(tf.data.AUTOTUNE)
     )
-    training_loss = model.training_loss_closure(iter(dataset), compile=True)
-    optimizer = gpflow.keras.tf_keras.optimizers.Adam(adam_lr)
-
-    @tf.function  # as a GPflow user writes it
-    def optimisation_step() -> None:
-        optimizer.minimize(training_loss, model.trainable_variables)
+    optimisation_step = make_step(model, iter(dataset))
 
     step = 0
     next_checkpoint = 0
@@ -268,6 +394,53 @@ def _run_svgp_adam(
     if bar is not None:
         bar.close()
     return rows
+
+
+def _adam_step(adam_lr: float) -> StepFactory:
+    """SVGP + Adam: one Adam step on every trainable variable, q(u) included."""
+
+    def make_step(
+        model: gpflow.models.SVGP, batches: Iterator[Tuple[tf.Tensor, tf.Tensor]]
+    ) -> Callable[[], None]:
+        training_loss = model.training_loss_closure(batches, compile=True)
+        optimizer = gpflow.keras.tf_keras.optimizers.Adam(adam_lr)
+
+        @tf.function  # as a GPflow user writes it
+        def optimisation_step() -> None:
+            optimizer.minimize(training_loss, model.trainable_variables)
+
+        return optimisation_step
+
+    return make_step
+
+
+def _natgrad_adam_step(adam_lr: float) -> StepFactory:
+    """
+    SVGP + NatGrad + Adam: a natural-gradient step on (q_mu, q_sqrt), which are taken out of the
+    trainable variables, then an Adam step on the rest (the hyperparameters), on the same batch.
+    """
+
+    def make_step(
+        model: gpflow.models.SVGP, batches: Iterator[Tuple[tf.Tensor, tf.Tensor]]
+    ) -> Callable[[], None]:
+        gpflow.set_trainable(model.q_mu, False)
+        gpflow.set_trainable(model.q_sqrt, False)
+        natgrad = gpflow.optimizers.NaturalGradient(gamma=NATGRAD_GAMMA)
+        adam = gpflow.keras.tf_keras.optimizers.Adam(adam_lr)
+
+        @tf.function  # as in GPflow's natural-gradient notebook, with one batch for both steps
+        def optimisation_step() -> None:
+            batch = next(batches)
+
+            def training_loss() -> tf.Tensor:
+                return model.training_loss(batch)
+
+            natgrad.minimize(training_loss, [(model.q_mu, model.q_sqrt)])
+            adam.minimize(training_loss, model.trainable_variables)
+
+        return optimisation_step
+
+    return make_step
 
 
 # --------------------------------------------------------------------------------------------------
@@ -296,6 +469,29 @@ def _format_ratio(ratio: Optional[float]) -> str:
     if ratio <= 0.0:
         return f"{ratio:.3g}"
     return f"{ratio:.3g} ({1.0 / ratio:.3g}x {'faster' if ratio <= 1.0 else 'slower'})"
+
+
+_ELBO_NOTES = {
+    VIJJ_NAME: f"{VIJJ_NAME}: model.elbo(), above its own Jaakkola-Jordan bound",
+    VITAYLOR_NAME: f"{VITAYLOR_NAME}: model.elbo(); its own objective is an approximation",
+    PG_NAME: f"{PG_NAME}: gpflow.models.SVGP.elbo, above its own Polya-Gamma bound",
+}
+
+_STYLES = {  # a fixed look per method, so that a method looks the same in every figure
+    VIJJ_NAME: ("C0", "-"),
+    VITAYLOR_NAME: ("C4", "-"),
+    PG_NAME: ("C3", "-"),
+    SCIPY_NAME: ("C1", "--"),
+    ADAM_NAME: ("C2", ":"),
+    NATGRAD_NAME: ("C5", "-."),
+}
+
+
+def _line_style(method: str, index: int) -> Dict[str, Any]:
+    """Matplotlib keywords for ``method``'s line; ``index`` (its place) picks one for other names."""
+    default = (f"C{(len(_STYLES) + index) % 10}", ("-", "--", "-.", ":")[index % 4])
+    color, linestyle = _STYLES.get(method, default)
+    return {"color": color, "linestyle": linestyle, "label": method}
 
 
 @dataclass
@@ -359,10 +555,25 @@ class ComparisonResult:
             ratios[other] = None if own is None or not theirs else own / theirs
         return ratios
 
+    def fast_against_baselines(self) -> Dict[Tuple[str, str], Optional[float]]:
+        """
+        The time-to-target ratio of every fast method (:data:`FAST_METHODS`) in the traces against
+        every baseline (a name starting with :data:`BASELINE_PREFIX`) in them, keyed by
+        ``(fast, baseline)`` in trace order; see :meth:`time_ratios`.
+        """
+        baselines = [method for method in self.traces if method.startswith(BASELINE_PREFIX)]
+        return {
+            (fast, baseline): self.time_ratios(fast)[baseline]
+            for fast in self.traces
+            if fast in FAST_METHODS
+            for baseline in baselines
+        }
+
     def format_table(self, markdown: bool = False) -> str:
         """
         One line per method: final test accuracy, final test NLL, final ELBO, total training time,
-        time to target; then the target itself and the VIJJ time ratios.
+        time to target; then the target itself, the time ratios of the fast methods against the
+        baselines (see :meth:`fast_against_baselines`) and what the ELBO column holds.
 
         :param markdown: a Markdown table instead of aligned plain text.
         """
@@ -399,13 +610,13 @@ class ComparisonResult:
             f"Target: test accuracy >= {accuracy_target:.4f} and test NLL <= {nll_target:.4f} "
             f"(best final accuracy - {ACCURACY_TOLERANCE}, best final NLL + {NLL_TOLERANCE}).",
         ]
-        if VIJJ_NAME in self.traces:
-            for other, ratio in self.time_ratios(VIJJ_NAME).items():
-                notes.append(f"Time to target, {VIJJ_NAME} / {other}: {_format_ratio(ratio)}")
-            notes.append(
-                "ELBO: the standard SVGP ELBO at each model's q(u) (for VIJJ, model.elbo(), which "
-                "lies above its own Jaakkola-Jordan bound)."
-            )
+        for (fast, baseline), ratio in self.fast_against_baselines().items():
+            notes.append(f"Time to target, {fast} / {baseline}: {_format_ratio(ratio)}")
+        elbo_notes = [note for method, note in _ELBO_NOTES.items() if method in self.traces]
+        notes.append(
+            "ELBO: the standard SVGP ELBO at each model's q(u)"
+            + (f" ({'; '.join(elbo_notes)})." if elbo_notes else ".")
+        )
         if markdown:
             notes = [note if not note else note + "  " for note in notes]
         return "\n".join(text + notes)
@@ -414,17 +625,18 @@ class ComparisonResult:
         return self.format_table()
 
     def to_dict(self) -> Dict[str, Any]:
-        """A JSON-ready dict: settings, targets, and per method its rows and summaries."""
+        """
+        A JSON-ready dict: settings, targets, the time ratios of the fast methods against the
+        baselines (keyed ``"fast / baseline"``), and per method its rows and summaries.
+        """
         accuracy_target, nll_target = self.targets
         return _plain(
             {
                 "settings": self.settings,
                 "targets": {"test_accuracy": accuracy_target, "test_nll": nll_target},
                 "time_ratios": {
-                    f"{VIJJ_NAME} / {other}": ratio
-                    for other, ratio in (
-                        self.time_ratios() if VIJJ_NAME in self.traces else {}
-                    ).items()
+                    f"{fast} / {baseline}": ratio
+                    for (fast, baseline), ratio in self.fast_against_baselines().items()
                 },
                 "methods": {
                     method: {
@@ -447,7 +659,8 @@ class ComparisonResult:
     def plot(self, path: PathLike, *, title: Optional[str] = None) -> None:
         """
         Draw test accuracy and test NLL against training wall-clock time (log axis), one line per
-        method, the target as a dashed line, and save the figure to ``path`` (PNG by its name).
+        method (fast methods solid, baselines in other line styles, each method its own colour),
+        the target as a thin grey dashed line, and save the figure to ``path`` (PNG by its name).
 
         :raises ImportError: if matplotlib (the ``[bench]`` extra) is not installed.
         """
@@ -462,11 +675,14 @@ class ComparisonResult:
 
         figure = Figure(figsize=(11.0, 4.2), layout="constrained")
         accuracy_axes, nll_axes = figure.subplots(1, 2)
-        for method, rows in self.traces.items():
+        for index, (method, rows) in enumerate(self.traces.items()):
+            style = _line_style(method, index)
             shown = [row for row in rows if row["time"] > 0.0]  # t = 0 has no place on a log axis
             times = [row["time"] for row in shown]
-            accuracy_axes.plot(times, [row["test_accuracy"] for row in shown], label=method)
-            nll_axes.plot(times, [row["test_nll"] for row in shown], label=method)
+            if len(shown) == 1:
+                style["marker"] = "o"  # one point draws no line
+            accuracy_axes.plot(times, [row["test_accuracy"] for row in shown], **style)
+            nll_axes.plot(times, [row["test_nll"] for row in shown], **style)
         accuracy_target, nll_target = self.targets
         accuracy_axes.axhline(accuracy_target, color="grey", linestyle="--", linewidth=0.8)
         nll_axes.axhline(nll_target, color="grey", linestyle="--", linewidth=0.8, label="target")
@@ -542,12 +758,28 @@ def _warm_up(data: Tuple[np.ndarray, np.ndarray]) -> None:
     first_graph()
 
 
+def _check_methods(methods: Sequence[str]) -> Tuple[str, ...]:
+    """``methods`` as a tuple without repeats; a ValueError names any unknown one."""
+    if isinstance(methods, str):
+        methods = [methods]
+    unknown = [method for method in methods if method not in ALL_METHODS]
+    if unknown:
+        raise ValueError(
+            f"unknown method(s) {', '.join(map(repr, unknown))}; the methods are "
+            f"{', '.join(map(repr, ALL_METHODS))}"
+        )
+    if not methods:
+        raise ValueError(f"methods is empty; choose from {', '.join(map(repr, ALL_METHODS))}")
+    return tuple(dict.fromkeys(methods))
+
+
 def run_comparison(
     X_train: np.ndarray,
     Y_train: np.ndarray,
     X_test: np.ndarray,
     Y_test: np.ndarray,
     *,
+    methods: Sequence[str] = DEFAULT_METHODS,
     num_inducing: int = 50,
     time_budget: float = 60.0,
     adam_lr: float = 0.01,
@@ -556,24 +788,31 @@ def run_comparison(
     progress: bool = False,
 ) -> ComparisonResult:
     """
-    Train VIJJ, SVGP + Scipy and SVGP + Adam on the same data from the same start, each for
-    ``time_budget`` seconds of training, and trace their test accuracy, test NLL and ELBO.
+    Train each of ``methods`` on the same data from the same start, each for ``time_budget``
+    seconds of training, and trace their test accuracy, test NLL and ELBO.
 
-    A method may stop before its budget when its optimiser converges. Methods run one after the
-    other on the same machine; run nothing else heavy meanwhile, as the times are wall-clock.
+    A method may stop before its budget when its optimiser converges (VIJJ, VITaylor and
+    SVGP + Scipy); the stochastic ones run until the budget ends. Methods run one after the other,
+    in the order given, on the same machine; run nothing else heavy meanwhile, as the times are
+    wall-clock.
 
     :param X_train: training inputs [N, D], preferably standardised (the lengthscales start at 1).
     :param Y_train: training labels [N, 1] in {0, 1}.
     :param X_test: test inputs [T, D].
     :param Y_test: test labels [T, 1] in {0, 1}.
+    :param methods: names from :data:`ALL_METHODS` (default :data:`DEFAULT_METHODS`: VIJJ,
+        SVGP + Scipy and SVGP + Adam); repeats are dropped.
     :param num_inducing: M, the number of inducing inputs, placed by k-means on ``X_train`` and
         kept fixed.
     :param time_budget: training seconds per method (graph compilation included, evaluation not).
-    :param adam_lr: Adam's learning rate (SVGP + Adam only).
-    :param batch_size: mini-batch size (SVGP + Adam only).
+    :param adam_lr: Adam's learning rate: SVGP + Adam, and the hyperparameter steps of
+        SVGP + NatGrad + Adam and PolyaGammaSVGP.
+    :param batch_size: mini-batch size of SVGP + Adam, SVGP + NatGrad + Adam and PolyaGammaSVGP.
     :param seed: seeds k-means, TensorFlow and the mini-batch order.
     :param progress: show a progress bar per method.
+    :raises ValueError: for an unknown method name, or bad data or settings.
     """
+    methods = _check_methods(methods)
     X_train, Y_train, X_test, Y_test = _check_inputs(X_train, Y_train, X_test, Y_test)
     N, D = X_train.shape
     if not 0 < num_inducing <= N:
@@ -592,14 +831,20 @@ def run_comparison(
     test = (X_test, Y_test)
     traces: Dict[str, Trace] = {}
     _warm_up(data)
-    tf.random.set_seed(seed)
-    traces[VIJJ_NAME] = _run_vijj(data, test, Z, time_budget, progress)
-    tf.random.set_seed(seed)
-    traces[SCIPY_NAME] = _run_svgp_scipy(data, test, Z, time_budget, progress)
-    tf.random.set_seed(seed)
-    traces[ADAM_NAME] = _run_svgp_adam(
-        data, test, Z, time_budget, adam_lr, batch_size, seed, progress
-    )
+    minibatch = (data, test, Z, time_budget, batch_size, seed, progress)
+    runners: Dict[str, Callable[[], Trace]] = {
+        VIJJ_NAME: lambda: _run_vijj(data, test, Z, time_budget, progress),
+        VITAYLOR_NAME: lambda: _run_vitaylor(data, test, Z, time_budget, progress),
+        PG_NAME: lambda: _run_polya_gamma(adam_lr, *minibatch),
+        SCIPY_NAME: lambda: _run_svgp_scipy(data, test, Z, time_budget, progress),
+        ADAM_NAME: lambda: _run_svgp_minibatch(ADAM_NAME, _adam_step(adam_lr), *minibatch),
+        NATGRAD_NAME: lambda: _run_svgp_minibatch(
+            NATGRAD_NAME, _natgrad_adam_step(adam_lr), *minibatch
+        ),
+    }
+    for method in methods:
+        tf.random.set_seed(seed)
+        traces[method] = runners[method]()
     settings = {
         "n_train": N,
         "n_test": X_test.shape[0],
@@ -609,7 +854,14 @@ def run_comparison(
         "adam_lr": adam_lr,
         "batch_size": batch_size,
         "adam_evaluations": ADAM_EVALUATIONS,
+        "methods": list(methods),
         "seed": seed,
+        **({"natgrad_gamma": NATGRAD_GAMMA} if NATGRAD_NAME in methods else {}),
+        **(
+            {"pg_steps_per_iteration": _pg_steps_per_iteration(N, min(batch_size, N))}
+            if PG_NAME in methods
+            else {}
+        ),
         "kernel": "SquaredExponential, ARD, lengthscales 1.0, variance 1.0",
         "likelihood": "Bernoulli(invlink=tf.sigmoid)",
         "inducing_points": "k-means on X_train, fixed",
@@ -623,11 +875,21 @@ def run_comparison(
 
 __all__ = [
     "ACCURACY_TOLERANCE",
+    "ADAM_EVALUATIONS",
     "ADAM_NAME",
+    "ALL_METHODS",
+    "BASELINE_PREFIX",
     "ComparisonResult",
+    "DEFAULT_METHODS",
+    "FAST_METHODS",
     "METHODS",
+    "NATGRAD_GAMMA",
+    "NATGRAD_NAME",
     "NLL_TOLERANCE",
+    "PG_EVALUATIONS_PER_PASS",
+    "PG_NAME",
     "SCIPY_NAME",
+    "VITAYLOR_NAME",
     "VIJJ_NAME",
     "run_comparison",
 ]

@@ -9,8 +9,11 @@ from typing import Dict
 import numpy as np
 import pytest
 
-from gpflow_fastvi.cli import main
-from gpflow_fastvi.compare import METHODS
+from gpflow_fastvi import compare
+from gpflow_fastvi.cli import DEFAULT_METHOD_NAMES, METHOD_NAMES, build_parser, main
+from gpflow_fastvi.compare import ALL_METHODS, DEFAULT_METHODS, ComparisonResult
+
+METHODS = DEFAULT_METHODS  # what a plain `compare` runs
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -122,3 +125,62 @@ def test_a_command_is_required(capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([])
     assert exit_info.value.code == 2
+
+
+def test_cli_method_names_match_the_compare_module() -> None:
+    assert METHOD_NAMES == ALL_METHODS
+    assert DEFAULT_METHOD_NAMES == DEFAULT_METHODS
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (None, DEFAULT_METHODS),
+        ("all", ALL_METHODS),
+        (" ALL ", ALL_METHODS),
+        (
+            "PolyaGammaSVGP,SVGP + Adam,SVGP + NatGrad + Adam",
+            ("PolyaGammaSVGP", "SVGP + Adam", "SVGP + NatGrad + Adam"),
+        ),
+        ("svgp + scipy , vitaylor,VITaylor", ("SVGP + Scipy", "VITaylor")),
+    ],
+)
+def test_methods_option_is_parsed(value: object, expected: tuple) -> None:
+    argv = ["compare"] + ([] if value is None else ["--methods", str(value)])
+    assert build_parser().parse_args(argv).methods == expected
+
+
+@pytest.mark.parametrize("value", ["VIJJ,Adam", "", "VIJJ,", "all,VIJJ"])
+def test_unknown_methods_are_usage_errors(value: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--methods", value])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--methods" in err and "SVGP + NatGrad + Adam" in err  # names the valid choices
+
+
+def test_help_lists_the_methods(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "--methods" in help_text and "'all'" in help_text
+    assert all(name in help_text for name in ALL_METHODS)
+
+
+def test_methods_reach_run_comparison(tmp_path: Path, monkeypatch, capsys) -> None:
+    seen = {}
+
+    def fake_run_comparison(*arrays, methods, **settings):
+        seen["methods"] = methods
+        start = {"iteration": 0, "time": 0.0, "test_accuracy": 0.5, "test_nll": 0.7, "elbo": -9.0}
+        end = {**start, "iteration": 1, "time": 1.0}
+        return ComparisonResult(traces={method: [start, end] for method in methods})
+
+    monkeypatch.setattr(compare, "run_comparison", fake_run_comparison)
+    data = write_two_rings(tmp_path / "rings.csv", N=40)
+    argv = ["compare", "--train", str(data), "--inducing", "5", "--out", str(tmp_path / "out")]
+    assert main(argv + ["--methods", "PolyaGammaSVGP,SVGP + NatGrad + Adam"]) == 0
+    assert seen["methods"] == ("PolyaGammaSVGP", "SVGP + NatGrad + Adam")
+    out = capsys.readouterr().out
+    assert "per method (PolyaGammaSVGP, SVGP + NatGrad + Adam)" in out
+    assert "Time to target, PolyaGammaSVGP / SVGP + NatGrad + Adam:" in out

@@ -1,16 +1,27 @@
-"""ComparisonResult summaries on hand-made traces (no training), and run_comparison input checks."""
+"""
+ComparisonResult summaries on hand-made traces, the input checks of run_comparison, and one short
+run of the methods that the CLI tests do not train.
+"""
 
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from check_shapes import ShapeCheckingState, set_enable_check_shapes
 
 from gpflow_fastvi.compare import (
     ADAM_NAME,
+    ALL_METHODS,
+    DEFAULT_METHODS,
+    NATGRAD_NAME,
+    PG_NAME,
     SCIPY_NAME,
     VIJJ_NAME,
+    VITAYLOR_NAME,
     ComparisonResult,
+    _check_methods,
+    _line_style,
     _TrainingClock,
     run_comparison,
 )
@@ -115,3 +126,105 @@ def test_run_comparison_refuses_labels_outside_0_1() -> None:
     X = np.zeros((4, 2))
     with pytest.raises(ValueError, match="train labels must be 0 or 1"):
         run_comparison(X, np.array([[-1.0], [1.0], [1.0], [-1.0]]), X, np.zeros((4, 1)))
+
+
+def test_default_methods_are_the_original_three_and_all_methods_six() -> None:
+    assert DEFAULT_METHODS == (VIJJ_NAME, SCIPY_NAME, ADAM_NAME)
+    assert set(DEFAULT_METHODS) < set(ALL_METHODS) and len(set(ALL_METHODS)) == 6
+
+
+@pytest.fixture(name="all_six")
+def _all_six() -> ComparisonResult:
+    # Target: accuracy >= 0.895, NLL <= 0.21 (from VIJJ's and Scipy's finals, as above).
+    return ComparisonResult(
+        traces={
+            VIJJ_NAME: [row(0.0, 0.5, 0.69), row(2.0, 0.90, 0.205)],
+            VITAYLOR_NAME: [row(0.0, 0.5, 0.69), row(1.0, 0.90, 0.21)],
+            PG_NAME: [row(0.0, 0.5, 0.69), row(4.0, 0.85, 0.30)],
+            SCIPY_NAME: [row(0.0, 0.5, 0.69), row(8.0, 0.895, 0.20)],
+            ADAM_NAME: [row(0.0, 0.5, 0.69), row(3.0, 0.85, 0.30)],
+            NATGRAD_NAME: [row(0.0, 0.5, 0.69), row(0.5, 0.70, 0.5), row(4.0, 0.90, 0.20)],
+        }
+    )
+
+
+def test_ratios_are_of_each_fast_method_against_each_baseline(all_six: ComparisonResult) -> None:
+    ratios = all_six.fast_against_baselines()
+    fast, baselines = ALL_METHODS[:3], ALL_METHODS[3:]
+    assert list(ratios) == [(f, b) for f in fast for b in baselines]
+    assert ratios[(VITAYLOR_NAME, SCIPY_NAME)] == pytest.approx(1.0 / 8.0)
+    assert ratios[(VITAYLOR_NAME, NATGRAD_NAME)] == pytest.approx(1.0 / 4.0)
+    assert ratios[(PG_NAME, SCIPY_NAME)] is None  # PolyaGammaSVGP is never on target
+    table = all_six.format_table()
+    assert f"Time to target, {VITAYLOR_NAME} / {NATGRAD_NAME}: 0.25 (4x faster)" in table
+    assert f"Time to target, {VIJJ_NAME} / {VITAYLOR_NAME}" not in table  # fast against fast
+    assert f"Time to target, {SCIPY_NAME} /" not in table  # baselines are not the numerator
+    assert f"{PG_NAME}: gpflow.models.SVGP.elbo" in table
+    assert len(all_six.to_dict()["time_ratios"]) == 9
+
+
+def test_table_and_json_work_without_vijj() -> None:
+    result = ComparisonResult(
+        traces={
+            PG_NAME: [row(0.0, 0.5, 0.69), row(1.0, 0.9, 0.2)],
+            ADAM_NAME: [row(0.0, 0.5, 0.69), row(4.0, 0.9, 0.2)],
+        }
+    )
+    table = result.format_table()
+    assert f"Time to target, {PG_NAME} / {ADAM_NAME}: 0.25 (4x faster)" in table
+    assert VIJJ_NAME not in table
+    assert result.to_dict()["time_ratios"] == {f"{PG_NAME} / {ADAM_NAME}": 0.25}
+    baselines_only = ComparisonResult(traces={SCIPY_NAME: result.traces[ADAM_NAME]})
+    assert "Time to target," not in baselines_only.format_table()
+
+
+def test_plot_gives_each_method_its_own_line(all_six: ComparisonResult, tmp_path: Path) -> None:
+    styles = [_line_style(method, index) for index, method in enumerate(ALL_METHODS)]
+    assert len({style["color"] for style in styles}) == len(ALL_METHODS)
+    assert {style["linestyle"] for style in styles} == {"-", "--", ":", "-."}
+    png_path, _ = all_six.save(tmp_path)
+    assert Path(png_path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("methods", [[VIJJ_NAME, "SVGP+Adam"], "Adam", []])
+def test_run_comparison_refuses_unknown_methods(methods: object) -> None:
+    X = np.zeros((10, 2))
+    Y = np.zeros((10, 1))
+    with pytest.raises(ValueError, match=r"SVGP \+ NatGrad \+ Adam"):  # lists the valid names
+        run_comparison(X, Y, X, Y, methods=methods, num_inducing=5)  # type: ignore[arg-type]
+
+
+def test_methods_keep_their_order_without_repeats() -> None:
+    methods = [NATGRAD_NAME, VITAYLOR_NAME, NATGRAD_NAME, PG_NAME]
+    assert _check_methods(methods) == (NATGRAD_NAME, VITAYLOR_NAME, PG_NAME)
+
+
+@pytest.mark.parametrize("method", [VITAYLOR_NAME, PG_NAME, NATGRAD_NAME])
+def test_new_method_runs_and_traces_from_time_zero(method: str, rng: np.random.Generator) -> None:
+    """Each method the CLI tests do not train, alone, on a tiny problem for 0.5 s."""
+    # Shape checks in compiled code (conftest) triple the compile times that dominate this test;
+    # the models' own tests check shapes.
+    set_enable_check_shapes(ShapeCheckingState.EAGER_MODE_ONLY)
+    X = rng.normal(size=(120, 2))
+    Y = (np.sum(X**2, axis=1, keepdims=True) < 1.4).astype(float)
+    result = run_comparison(
+        X[:100],
+        Y[:100],
+        X[100:],
+        Y[100:],
+        methods=[method],
+        num_inducing=8,
+        time_budget=0.5,
+        batch_size=10,
+    )
+    assert list(result.traces) == [method] and result.settings["methods"] == [method]
+    if method == PG_NAME:
+        assert result.settings["pg_steps_per_iteration"] == 2  # 100 points / (4 x 10 per step)
+    rows = result.traces[method]
+    assert len(rows) >= 2  # the start, and at least one evaluation after training
+    times = [r["time"] for r in rows]
+    assert times[0] == 0.0 and times == sorted(times)
+    for r in rows:
+        assert {"test_accuracy", "test_nll", "elbo"} <= set(r)
+        assert 0.0 <= r["test_accuracy"] <= 1.0 and np.isfinite(r["elbo"])
+    assert rows[-1]["test_nll"] < rows[0]["test_nll"]  # below log 2, the start
