@@ -194,22 +194,27 @@ def _batches_from_arrays(
             f"Mini-batches need model.num_data to scale the ELBO: construct the model with "
             f"num_data={N}."
         )
-    tensors = (tf.constant(X), tf.constant(Y))
     if full_batch:
+        tensors = (tf.constant(X), tf.constant(Y))
 
         def repeat() -> Iterator[Tuple[tf.Tensor, tf.Tensor]]:
             while True:
                 yield tensors
 
         return repeat(), N, True
-    dataset = (
-        tf.data.Dataset.from_tensor_slices(tensors)
-        .shuffle(N, seed=seed, reshuffle_each_iteration=True)
-        .repeat()
-        .batch(int(batch_size), drop_remainder=True)
-        .prefetch(tf.data.AUTOTUNE)
-    )
-    return iter(dataset), N, False
+
+    def shuffled() -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+        # Arrays in memory: a NumPy permutation per pass and fancy indexing cost microseconds per
+        # batch, where a shuffling tf.data pipeline costs milliseconds, as much as the step itself.
+        rng = np.random.default_rng(seed)
+        size = int(batch_size)
+        while True:
+            order = rng.permutation(N)
+            for start in range(0, N - size + 1, size):  # every batch full, as drop_remainder
+                index = order[start : start + size]
+                yield X[index], Y[index]
+
+    return shuffled(), N, False
 
 
 def _batches_from_dataset(
