@@ -375,7 +375,20 @@ def _run_svgp_minibatch(
     next_checkpoint = 0
     checkpoints = np.empty(0)
     while True:
-        optimisation_step()
+        try:
+            optimisation_step()
+        except tf.errors.InvalidArgumentError as error:
+            # NaN parameters or a failed factorisation: the method diverged. Keep what it reached
+            # and say where it failed, rather than losing every method's results.
+            message = error.message
+            reason = (
+                "NaN in the parameters"
+                if "NaN" in message
+                else "a Cholesky factorisation failed" if "Cholesky" in message else message
+            )
+            reason = reason.strip().splitlines()[0]
+            rows[-1]["failed"] = f"step {step + 1}, {clock.elapsed():.1f} s: {reason}"
+            break
         step += 1
         elapsed = clock.elapsed()
         if step == 1:
@@ -587,7 +600,7 @@ class ComparisonResult:
                     f"{row['test_accuracy']:.4f}",
                     f"{row['test_nll']:.4f}",
                     f"{row['elbo']:.2f}",
-                    f"{self.total_time(method):.2f}",
+                    f"{self.total_time(method):.2f}" + (" (failed)" if "failed" in row else ""),
                     _format_seconds(self.time_to_target(method)),
                 ]
             )
@@ -609,6 +622,11 @@ class ComparisonResult:
             "",
             f"Target: test accuracy >= {accuracy_target:.4f} and test NLL <= {nll_target:.4f} "
             f"(best final accuracy - {ACCURACY_TOLERANCE}, best final NLL + {NLL_TOLERANCE}).",
+        ]
+        notes += [
+            f"{method} failed at {self.final(method)['failed']}; its last evaluation is reported."
+            for method in self.traces
+            if "failed" in self.final(method)
         ]
         for (fast, baseline), ratio in self.fast_against_baselines().items():
             notes.append(f"Time to target, {fast} / {baseline}: {_format_ratio(ratio)}")

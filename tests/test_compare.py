@@ -228,3 +228,28 @@ def test_new_method_runs_and_traces_from_time_zero(method: str, rng: np.random.G
         assert {"test_accuracy", "test_nll", "elbo"} <= set(r)
         assert 0.0 <= r["test_accuracy"] <= 1.0 and np.isfinite(r["elbo"])
     assert rows[-1]["test_nll"] < rows[0]["test_nll"]  # below log 2, the start
+
+
+def test_a_diverging_method_keeps_its_rows_and_the_table_says_so(rng: np.random.Generator) -> None:
+    """A baseline that hits NaN (as GPflow's NaturalGradient(0.1) can) must not lose the run."""
+    import tensorflow as tf
+
+    from gpflow_fastvi.compare import _run_svgp_minibatch
+
+    X = rng.standard_normal((40, 2))
+    Y = (X[:, :1] > 0).astype(float)
+    calls = []
+
+    def make_step(model, batches):
+        def step() -> None:
+            calls.append(next(batches))
+            if len(calls) == 3:
+                raise tf.errors.InvalidArgumentError(None, None, "Tensor had NaN values\ndetails")
+
+        return step
+
+    rows = _run_svgp_minibatch(NATGRAD_NAME, make_step, (X, Y), (X, Y), X[:5], 30.0, 10, 0, False)
+    assert rows[-1]["failed"].startswith("step 3") and "NaN" in rows[-1]["failed"]
+    result = ComparisonResult(traces={NATGRAD_NAME: rows, ADAM_NAME: [row(0.0, 0.5, 0.69)]})
+    table = result.format_table()
+    assert "(failed)" in table and f"{NATGRAD_NAME} failed at step 3" in table

@@ -87,8 +87,12 @@ def test_full_batch_rho_one_reaches_vijj(binary_data, whiten):
 
 
 @pytest.mark.parametrize("whiten", [True, False])
-def test_step_agrees_with_gpflow_natural_gradient(binary_data, whiten):
-    """Our closed-form step = GPflow's NaturalGradient(gamma=ρ) on the closed-form ELBO."""
+@pytest.mark.parametrize("rho", [0.3, 1.0])
+def test_step_agrees_with_gpflow_natural_gradient(binary_data, whiten, rho):
+    """
+    Our closed-form step = GPflow's NaturalGradient(gamma=ρ) on the closed-form ELBO; with ρ = 1
+    that is the closed-form optimum for the c of the starting q(u), from a random start.
+    """
     data = tuple(tf.constant(a) for a in binary_data)
     ours, theirs = make_pg(binary_data, whiten=whiten), make_pg(binary_data, whiten=whiten)
     rng = np.random.default_rng(3)
@@ -97,8 +101,8 @@ def test_step_agrees_with_gpflow_natural_gradient(binary_data, whiten):
         gpflow.set_trainable(model.kernel, False)
         model.q_mu.assign(np.linspace(-1.0, 1.0, 12)[:, None])
         model.q_sqrt.assign(q_sqrt[None])
-    fv.NaturalGradientSVI(ours, step_size=0.3).step(data)
-    gpflow.optimizers.NaturalGradient(gamma=0.3).minimize(
+    fv.NaturalGradientSVI(ours, step_size=rho).step(data)
+    gpflow.optimizers.NaturalGradient(gamma=rho).minimize(
         lambda: theirs.training_loss(data), [(theirs.q_mu, theirs.q_sqrt)]
     )
     np.testing.assert_allclose(ours.q_mu, theirs.q_mu, rtol=1e-7, atol=1e-9)
