@@ -199,37 +199,25 @@ def _make_svgp(X: np.ndarray, Z: np.ndarray) -> gpflow.models.SVGP:
 # --------------------------------------------------------------------------------------------------
 
 
-def _run_vijj(
+def _run_data_holding_model(
+    model_name: str,
     data: Tuple[np.ndarray, np.ndarray],
     test: Tuple[np.ndarray, np.ndarray],
     Z: np.ndarray,
     time_budget: float,
     progress: bool,
 ) -> Trace:
-    from . import VIJJ, fit
+    """VIJJ or VITaylor (``model_name``), trained by :func:`gpflow_fastvi.fit` with its defaults."""
+    import gpflow_fastvi
 
-    X, Y = data
-    model = VIJJ(data, _make_kernel(X.shape[1]), Z.copy(), likelihood=_make_likelihood())
+    X, _ = data
+    model_class = getattr(gpflow_fastvi, model_name)
+    model = model_class(data, _make_kernel(X.shape[1]), Z.copy(), likelihood=_make_likelihood())
     metrics = _metrics_function(model, model.elbo, *test)
     initial = {"iteration": 0, "time": 0.0, **metrics()}
-    trace = fit(model, time_budget=time_budget, callback=lambda _: metrics(), progress=progress)
-    return [initial] + [dict(row) for row in trace.rows]
-
-
-def _run_vitaylor(
-    data: Tuple[np.ndarray, np.ndarray],
-    test: Tuple[np.ndarray, np.ndarray],
-    Z: np.ndarray,
-    time_budget: float,
-    progress: bool,
-) -> Trace:
-    from . import VITaylor, fit
-
-    X, Y = data
-    model = VITaylor(data, _make_kernel(X.shape[1]), Z.copy(), likelihood=_make_likelihood())
-    metrics = _metrics_function(model, model.elbo, *test)
-    initial = {"iteration": 0, "time": 0.0, **metrics()}
-    trace = fit(model, time_budget=time_budget, callback=lambda _: metrics(), progress=progress)
+    trace = gpflow_fastvi.fit(
+        model, time_budget=time_budget, callback=lambda _: metrics(), progress=progress
+    )
     return [initial] + [dict(row) for row in trace.rows]
 
 
@@ -858,8 +846,10 @@ def run_comparison(
         show = progress and rows is None  # no progress bars for the warm-up
         minibatch = (data, test, Z, time_budget, batch_size, seed, show)
         return {
-            VIJJ_NAME: lambda: _run_vijj(data, test, Z, time_budget, show),
-            VITAYLOR_NAME: lambda: _run_vitaylor(data, test, Z, time_budget, show),
+            VIJJ_NAME: lambda: _run_data_holding_model("VIJJ", data, test, Z, time_budget, show),
+            VITAYLOR_NAME: lambda: _run_data_holding_model(
+                "VITaylor", data, test, Z, time_budget, show
+            ),
             PG_NAME: lambda: _run_polya_gamma(adam_lr, *minibatch),
             SCIPY_NAME: lambda: _run_svgp_scipy(data, test, Z, time_budget, show),
             ADAM_NAME: lambda: _run_svgp_minibatch(ADAM_NAME, _adam_step(adam_lr), *minibatch),

@@ -27,6 +27,7 @@ from .natural import (
 )
 from .optimal_q import optimal_marginals, optimal_q
 from .statistics import (
+    kmm_cholesky,
     shift_sites,
     site_statistics,
     statistics_from_projection,
@@ -44,6 +45,7 @@ __all__ = [
     "expected_sites",
     "gaussian_factors",
     "kl_to_prior",
+    "kmm_cholesky",
     "map_over_batches",
     "marginals",
     "natural_gradient_update",

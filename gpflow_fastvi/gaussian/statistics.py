@@ -17,6 +17,17 @@ import tensorflow as tf
 from check_shapes import check_shapes
 
 from ..types import Sites, SiteStatistics
+from .cholesky import robust_cholesky
+
+
+@check_shapes("return: [M, M]")
+def kmm_cholesky(
+    kernel: gpflow.kernels.Kernel,
+    inducing_variable: gpflow.inducing_variables.InducingVariables,
+) -> tf.Tensor:
+    """L = chol(Kmm + jitter), with GPflow's jitter first and more only if that fails."""
+    Kmm = gpflow.covariances.Kuu(inducing_variable, kernel)
+    return robust_cholesky(Kmm, what="Kmm")
 
 
 @check_shapes(

@@ -25,10 +25,10 @@ from ..gaussian import (
     CollapsedFactors,
     collapsed_bound,
     collapsed_factors,
+    kmm_cholesky,
     map_over_batches,
     optimal_marginals,
     optimal_q,
-    robust_cholesky,
     shift_sites,
     site_statistics,
     statistics_from_projection,
@@ -181,8 +181,7 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
 
     def Kmm_cholesky(self) -> tf.Tensor:
         """L = chol(Kmm + jitter), with jitter that escalates if needed."""
-        Kmm = gpflow.covariances.Kuu(self.inducing_variable, self.kernel)
-        return robust_cholesky(Kmm, what="Kmm")
+        return kmm_cholesky(self.kernel, self.inducing_variable)
 
     def site_statistics(
         self, L: tf.Tensor, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None

@@ -8,7 +8,7 @@ from check_shapes import inherit_check_shapes
 from gpflow.base import RegressionData
 
 from ..exceptions import IncompatibleLikelihoodError
-from ..gaussian import robust_cholesky, sites_elbo, whitened_projection, whitened_q
+from ..gaussian import kmm_cholesky, sites_elbo, whitened_projection, whitened_q
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
 from ..training.plans import TrainingPlan
 from ..types import Sites
@@ -117,8 +117,7 @@ class PolyaGammaSVGP(gpflow.models.SVGP):
 
     def Kmm_cholesky(self) -> tf.Tensor:
         """L = chol(Kmm + jitter), with jitter that escalates if needed."""
-        Kmm = gpflow.covariances.Kuu(self.inducing_variable, self.kernel)
-        return robust_cholesky(Kmm, what="Kmm")
+        return kmm_cholesky(self.kernel, self.inducing_variable)
 
     def data_scale(self, X: tf.Tensor) -> tf.Tensor:
         """num_data / batch size, or 1 when ``num_data`` is ``None`` (as in SVGP)."""
