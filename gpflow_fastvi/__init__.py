@@ -18,6 +18,7 @@ _PUBLIC = {
     "IncompatibleLikelihoodError": ".exceptions",
     "InvalidDataError": ".exceptions",
     "GaussianSitesModel": ".models",
+    "KLCorrected": ".models",
     "PolyaGammaSVGP": ".models",
     "VIJJ": ".models",
     "VITaylor": ".models",

@@ -1,6 +1,6 @@
 """Cholesky factorisation with jitter that escalates, and a clear error when jitter cannot help."""
 
-from typing import Optional
+from typing import Optional, Union
 
 import gpflow
 import tensorflow as tf
@@ -12,7 +12,7 @@ JITTER_ESCALATION = tuple(10.0**k for k in range(-8, -1))
 
 @check_shapes("K: [M, M]", "return: [M, M]")
 def robust_cholesky(
-    K: tf.Tensor, *, jitter: Optional[float] = None, what: str = "matrix"
+    K: tf.Tensor, *, jitter: Optional[Union[float, tf.Tensor]] = None, what: str = "matrix"
 ) -> tf.Tensor:
     """
     Return L with L Lᵀ = K + jitter·I, adding more jitter only if that factorisation fails.

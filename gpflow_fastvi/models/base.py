@@ -30,7 +30,6 @@ from ..gaussian import (
     optimal_marginals,
     optimal_q,
     shift_sites,
-    site_statistics,
     statistics_from_projection,
     sum_over_batches,
     whitened_projection,
@@ -96,7 +95,7 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
             not isinstance(batch_size, (int, np.integer)) or batch_size < 1
         ):
             raise ValueError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
-        inducing_variable = make_inducing_variable(inducing_variable, X, seed=kmeans_seed)
+        inducing_variable = self._make_inducing_variable(inducing_variable, X, kmeans_seed)
         super().__init__(kernel, likelihood, mean_function, num_latent_gps=1)
         self.data = gpflow.models.util.data_input_to_tensor((X, Y))
         self.num_data = X.shape[0]
@@ -137,6 +136,20 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
     def _validate_targets(self, Y: np.ndarray) -> np.ndarray:
         """Check targets [N, 1] and return them in the convention of :attr:`likelihood`."""
         return Y
+
+    def _make_inducing_variable(
+        self, inducing_variable: InducingSpec, X: np.ndarray, kmeans_seed: int
+    ) -> gpflow.inducing_variables.InducingVariables:
+        """The GPflow inducing variable for what the user passed (see :func:`make_inducing_variable`)."""
+        return make_inducing_variable(inducing_variable, X, seed=kmeans_seed)
+
+    def local_bound_terms(self) -> tf.Tensor:
+        """
+        Terms of the model's objective that its sites leave out: none here. A site rule that keeps
+        part of its bound outside the sites (the PPA rule of :class:`~gpflow_fastvi.KLCorrected`)
+        returns it, and every objective below adds it to the collapsed bound.
+        """
+        return tf.constant(0.0, dtype=gpflow.config.default_float())
 
     # ----------------------------------------------------------------------------------------------
     # Input checks.
@@ -183,6 +196,10 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         """L = chol(Kmm + jitter), with jitter that escalates if needed."""
         return kmm_cholesky(self.kernel, self.inducing_variable)
 
+    def projection(self, X: tf.Tensor, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        """A = L⁻¹ Kmn and the prior variances Knn,ᵢᵢ of the points X (:func:`whitened_projection`)."""
+        return whitened_projection(self.kernel, self.inducing_variable, X, L)
+
     def site_statistics(
         self, L: tf.Tensor, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None
     ) -> SiteStatistics:
@@ -194,24 +211,24 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
             *params, L = rest
             sites = self._sites_on_g(X, Y, params, self.mean_function(X))
-            return site_statistics(self.kernel, self.inducing_variable, X, sites, L)
+            return statistics_from_projection(*self.projection(X, L), sites)
 
         return sum_over_batches(batch_statistics, (X, Y, *site_parameters), self.batch_size, (L,))
 
     def collapsed_bound(self) -> CollapsedBound:
-        """The model's own objective as its named terms (see :mod:`gpflow_fastvi.gaussian.collapsed`)."""
+        """The collapsed bound of the model's sites as its named terms (see :mod:`gpflow_fastvi.gaussian.collapsed`)."""
         stats = self.site_statistics(self.Kmm_cholesky())
         return collapsed_bound(stats, collapsed_factors(stats))
 
     def maximum_log_likelihood_objective(self) -> tf.Tensor:
-        """The collapsed bound at the current hyperparameters and site parameters."""
-        return self.collapsed_bound().total
+        """The model's objective: the collapsed bound of its sites plus :meth:`local_bound_terms`."""
+        return self.collapsed_bound().total + self.local_bound_terms()
 
     def _bound_and_store_q(
         self, L: Optional[tf.Tensor] = None, stats: Optional[SiteStatistics] = None
     ) -> tf.Tensor:
         """
-        The collapsed bound, storing its maximiser q(u) in ``q_mu``/``q_sqrt`` on the way; from
+        The objective, storing the maximiser q(u) of the collapsed bound in ``q_mu``/``q_sqrt`` on the way; from
         ``L`` and ``stats`` when the caller has them already.
         """
         if L is None:
@@ -222,11 +239,11 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
         self.q_mu.assign(tf.stop_gradient(q_mu))
         self.q_sqrt.assign(tf.stop_gradient(q_sqrt))
-        return collapsed_bound(stats, factors).total
+        return collapsed_bound(stats, factors).total + self.local_bound_terms()
 
     def training_loss(self) -> tf.Tensor:
         """
-        −(collapsed bound + log prior density of the parameters): the method's own objective, ready
+        −(objective + log prior density of the parameters): the method's own objective, ready
         for ``gpflow.optimizers.Scipy().minimize(model.training_loss, model.trainable_variables)``.
 
         Evaluating it also stores the optimal q(u) for the parameters it was evaluated at, so after
@@ -236,20 +253,20 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         return -(self._bound_and_store_q() + self.log_prior_density())
 
     def update_q(self) -> tf.Tensor:
-        """Set q(u) to its closed-form optimum for the current parameters; return the collapsed bound."""
+        """Set q(u) to its closed-form optimum for the current parameters; return the objective."""
         return self._bound_and_store_q()
 
     def update_sites(self, num_updates: int = 1) -> tf.Tensor:
         """
         Closed-form coordinate ascent on the site parameters: ``num_updates`` times, form the optimal
         q(u) for the current sites and set the site parameters to their optimum for its marginals
-        q(fᵢ). Then store the optimal q(u) for the final sites and return the collapsed bound.
+        q(fᵢ). Then store the optimal q(u) for the final sites and return the objective.
         No update can lower the bound. Hyperparameters are left alone.
         """
         X, Y = self.data
         L = self.Kmm_cholesky()
         if self.batch_size is None:  # project once, reuse for every pass
-            A, Knn_diag = whitened_projection(self.kernel, self.inducing_variable, X, L)
+            A, Knn_diag = self.projection(X, L)
             mean = self.mean_function(X)
 
             def statistics(params: Tuple[tf.Tensor, ...]) -> SiteStatistics:
@@ -266,7 +283,7 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
 
             def updated(factors: CollapsedFactors) -> Tuple[tf.Tensor, ...]:
                 def batch_update(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, ...]:
-                    A, Knn_diag = whitened_projection(self.kernel, self.inducing_variable, X, L)
+                    A, Knn_diag = self.projection(X, L)
                     Gmu, Fvar = optimal_marginals(A, Knn_diag, factors)
                     return self.site_update(X, Y, Gmu + self.mean_function(X), Fvar)
 

@@ -7,31 +7,12 @@ import numpy as np
 import tensorflow as tf
 from gpflow.base import Parameter, RegressionData
 
-from ..exceptions import IncompatibleLikelihoodError, InvalidDataError
 from ..inducing import InducingSpec
-from ..sites._labels import binary_labels_to_01
 from ..sites.taylor import taylor_sites
 from ..training.plans import TrainingPlan, alternating_plan
 from ..types import Sites
+from ._checks import check_scalar_likelihood, targets_for_likelihood
 from .base import GaussianSitesModel
-
-
-def _check_likelihood(likelihood: gpflow.likelihoods.Likelihood) -> None:
-    if not isinstance(likelihood, gpflow.likelihoods.ScalarLikelihood):
-        raise IncompatibleLikelihoodError(
-            "VITaylor needs a likelihood that factorises over data points with one latent function "
-            f"(a gpflow.likelihoods.ScalarLikelihood, such as Bernoulli, Poisson or Gaussian); got "
-            f"{type(likelihood).__name__}."
-        )
-
-
-def _count_targets(Y: np.ndarray) -> np.ndarray:
-    if np.any(Y < 0) or np.any(Y != np.round(Y)):
-        bad = np.unique(Y[(Y < 0) | (Y != np.round(Y))])[:6].tolist()
-        raise InvalidDataError(
-            f"Y must hold non-negative integer counts for a Poisson likelihood; found {bad}."
-        )
-    return Y
 
 
 class VITaylor(GaussianSitesModel):
@@ -88,7 +69,7 @@ class VITaylor(GaussianSitesModel):
         """
         if likelihood is None:
             likelihood = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
-        _check_likelihood(likelihood)
+        check_scalar_likelihood(likelihood, "VITaylor")
         self.likelihood = likelihood  # read by _validate_targets, called by the base constructor
         super().__init__(
             data,
@@ -106,11 +87,7 @@ class VITaylor(GaussianSitesModel):
         self.xi = Parameter(self.mean_function(X), trainable=False)
 
     def _validate_targets(self, Y: np.ndarray) -> np.ndarray:
-        if isinstance(self.likelihood, gpflow.likelihoods.Bernoulli):
-            return binary_labels_to_01(Y)
-        if isinstance(self.likelihood, gpflow.likelihoods.Poisson):
-            return _count_targets(Y)
-        return Y
+        return targets_for_likelihood(self.likelihood, Y)
 
     @property
     def site_parameters(self) -> Tuple[Parameter, ...]:

@@ -1,0 +1,351 @@
+"""KLCorrected: GP classification by PPA with King & Lawrence's KL-corrected bound (paper 001)."""
+
+from typing import Optional, Tuple
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+from check_shapes import inherit_check_shapes
+from gpflow.base import InputData, MeanAndVariance, Parameter, RegressionData
+from gpflow.utilities import positive
+
+from ..gaussian import (
+    expected_sites,
+    kl_to_prior,
+    marginals,
+    robust_cholesky,
+    sum_over_batches,
+    whitened_q,
+)
+from ..inducing import InducingSpec
+from ..sites.ppa import local_terms, ppa_sites, tilted_evidence, tilted_moments
+from ..training.plans import TrainingPlan, alternating_plan
+from ..types import Sites
+from ._checks import check_scalar_likelihood, targets_for_likelihood
+from .base import GaussianSitesModel
+
+BOUNDS = ("kl_corrected", "standard")
+
+
+class KLCorrected(GaussianSitesModel):
+    r"""
+    GP classification (or any scalar likelihood) by probabilistic point assimilation (PPA), trained
+    with the KL-corrected bound of :cite:t:`king2006fast` or, for comparison, the standard
+    variational bound.
+
+    **The model.** The GP prior is on f̄; the likelihood sees fₙ = f̄ₙ + εₙ with εₙ ~ N(0, β⁻¹), so
+    f ~ GP(μ, k + β⁻¹δ). The posterior is approximated by q(f̄) ∏ₙ q(fₙ), and both factors have
+    closed-form updates (the E-step, :meth:`update_sites`): q(fₙ) ∝ p(yₙ | fₙ) N(fₙ | ⟨f̄ₙ⟩, β⁻¹),
+    whose moments come from derivatives of log Zₙ (closed form for GPflow's probit ``Bernoulli()``,
+    Gauss–Hermite quadrature for any other likelihood); and q(f̄) is GP regression on the
+    pseudo-targets ⟨fₙ⟩ with noise β⁻¹, i.e. Gaussian sites b = β⟨fₙ⟩, w = β
+    (:mod:`gpflow_fastvi.sites.ppa`) through the shared algebra of :mod:`gpflow_fastvi.gaussian`.
+
+    **The bounds** (both ≤ log p(y); they differ in how the hyperparameters θ = (kernel, β) are
+    fitted with q held fixed, the paper's M-step):
+
+    - ``bound="kl_corrected"`` (default, paper eqs. 9–10): log N(⟨f⟩ | μ(X), K + β⁻¹I) + terms
+      free of the kernel. q(f̄) drops out: it is re-optimised for every θ, so the objective for θ
+      is a GP marginal likelihood on the pseudo-targets.
+    - ``bound="standard"`` (paper eq. 3): E_q[log N(⟨f⟩ | f̄, β⁻¹)] − KL[q(f̄) ‖ p(f̄)] + the same
+      terms, at the stored q(f̄). It equals the corrected bound right after an E-step and is below
+      it everywhere else, by KL[q(f̄) ‖ p(f̄ | ⟨f⟩)].
+
+    **Two forms.** Without ``inducing_variable`` the model is the full GP of the paper: it holds
+    the data like :class:`gpflow.models.VGP`, q(f̄) is over f̄(X), and each E-step costs O(N³);
+    the KL-corrected bound is then exactly the marginal likelihood of :class:`gpflow.models.GPR`
+    on the pseudo-targets. With an ``inducing_variable`` (Z [M, D], an int M for k-means centres,
+    or a GPflow inducing variable) q(f̄) is through u = f̄(Z) as in :class:`gpflow.models.SVGP`,
+    each E-step costs O(N M²), and the KL-corrected bound is Titsias' collapsed bound on the
+    pseudo-targets, the objective of :class:`gpflow.models.SGPR`; the standard bound is the SVGP
+    ELBO of the same pseudo-data. The full form is the sparse form with Z = X.
+
+    **Use.** :func:`gpflow_fastvi.fit` runs the paper's Algorithm 1 (E-step; L-BFGS-B on θ and
+    β; until the bound stops changing), one row of the trace per EM iteration.
+    :meth:`training_loss` is −(chosen bound), so GPflow's Scipy optimiser runs one full M-step.
+    :meth:`predict_f` is the predictive of f = f̄ + ε (variance β⁻¹ added), which is what the
+    likelihood sees, so :meth:`predict_y` and :meth:`predict_log_density` are the model's
+    predictive; :meth:`posterior` is GPflow's posterior object for f̄. :meth:`elbo` is the SVGP
+    yardstick E_q[log p(y | f)] − KL[q(f̄) ‖ p(f̄)] at the stored q(f̄).
+
+    ``q_mu`` and ``q_sqrt`` hold q(f̄(Z)) unwhitened: the standard bound's M-step holds q(f̄)
+    itself fixed, as in the paper.
+    """
+
+    num_gauss_hermite_points: int = 20
+    """Nodes of the Gauss–Hermite rule for the expectation over q(f̄ₙ) in :meth:`elbo`."""
+
+    def __init__(
+        self,
+        data: RegressionData,
+        kernel: gpflow.kernels.Kernel,
+        likelihood: Optional[gpflow.likelihoods.Likelihood] = None,
+        *,
+        inducing_variable: Optional[InducingSpec] = None,
+        bound: str = "kl_corrected",
+        beta: float = 1.0,
+        mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
+        train_inducing: bool = False,
+        batch_size: Optional[int] = None,
+        kmeans_seed: int = 0,
+    ):
+        """
+        :param data: ``(X, Y)``, X [N, D], Y [N, 1] in the likelihood's convention (binary labels may
+            be {0, 1} or {−1, +1}).
+        :param kernel: any GPflow kernel for a single latent function.
+        :param likelihood: any :class:`gpflow.likelihoods.ScalarLikelihood`; default GPflow's
+            ``Bernoulli()``, the probit link of the paper.
+        :param inducing_variable: ``None`` (default) for the full GP; else a GPflow inducing
+            variable, an array Z [M, D] or an int M (k-means centres of X).
+        :param bound: ``"kl_corrected"`` (default) or ``"standard"``; see the class docstring.
+        :param beta: initial precision β > 0 of f around f̄. It is trained with the kernel; fix it
+            with ``gpflow.set_trainable(model.beta, False)``.
+        :param train_inducing: optimise the inducing inputs with the hyperparameters (sparse form).
+        :param batch_size: accumulate over batches of this many points (memory O(batch · M)).
+        """
+        if likelihood is None:
+            likelihood = gpflow.likelihoods.Bernoulli()
+        check_scalar_likelihood(likelihood, "KLCorrected")
+        if inducing_variable is None and (train_inducing or batch_size is not None):
+            raise ValueError(
+                "train_inducing and batch_size need inducing points: the full form "
+                "(inducing_variable=None) works with the whole N × N kernel matrix of the inputs."
+            )
+        if not (np.ndim(beta) == 0 and np.isfinite(beta) and beta > 0):
+            raise ValueError(f"beta must be a positive finite number; got {beta!r}.")
+        self.likelihood = likelihood  # read by _validate_targets, called by the base constructor
+        super().__init__(
+            data,
+            kernel,
+            likelihood,
+            inducing_variable,
+            mean_function=mean_function,
+            whiten=False,
+            train_inducing=train_inducing,
+            batch_size=batch_size,
+            kmeans_seed=kmeans_seed,
+        )
+        self.is_full = inducing_variable is None
+        self.bound = bound
+        self.beta = Parameter(
+            float(beta), transform=positive(), dtype=gpflow.config.default_float()
+        )
+        # q(fₙ) is summarised by its two moments and E[log p(yₙ | fₙ)] + H[q(fₙ)]; it starts as the
+        # E-step from q(f̄) = p(f̄).
+        X, Y = self.data
+        f_mean, f_var, f_evidence = self.site_update(
+            X, Y, self.mean_function(X), self.kernel(X, full_cov=False)[:, None]
+        )
+        self.f_mean = Parameter(f_mean, trainable=False)
+        self.f_var = Parameter(f_var, transform=positive(), trainable=False)
+        self.f_evidence = Parameter(f_evidence, trainable=False)
+        self.update_q()
+
+    # ----------------------------------------------------------------------------------------------
+    # Configuration and input checks.
+
+    @property
+    def bound(self) -> str:
+        """The bound the M-step maximises: ``"kl_corrected"`` or ``"standard"``."""
+        return self._bound
+
+    @bound.setter
+    def bound(self, value: str) -> None:
+        if value not in BOUNDS:
+            raise ValueError(f"bound must be one of {BOUNDS}; got {value!r}.")
+        self._bound = value
+
+    def _validate_targets(self, Y: np.ndarray) -> np.ndarray:
+        return targets_for_likelihood(self.likelihood, Y)
+
+    def _make_inducing_variable(
+        self, inducing_variable: Optional[InducingSpec], X: np.ndarray, kmeans_seed: int
+    ) -> gpflow.inducing_variables.InducingVariables:
+        if inducing_variable is None:  # the full GP: u = f̄(X)
+            return gpflow.inducing_variables.InducingPoints(X.copy())
+        return super()._make_inducing_variable(inducing_variable, X, kmeans_seed)
+
+    def projection(self, X: tf.Tensor, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        """
+        A and Knn,ᵢᵢ for the shared algebra. In the full form u is f̄(X) itself, with prior
+        K̃ = K + jitter = L Lᵀ, so A = L⁻¹ K̃ = Lᵀ and nothing is left unexplained.
+        """
+        if self.is_full:
+            return tf.transpose(L), tf.reduce_sum(tf.square(L), axis=1)
+        return super().projection(X, L)
+
+    # ----------------------------------------------------------------------------------------------
+    # The PPA site rule.
+
+    @property
+    def site_parameters(self) -> Tuple[Parameter, ...]:
+        return (self.f_mean, self.f_var, self.f_evidence)
+
+    def site_rule(  # type: ignore[override]
+        self, X: tf.Tensor, Y: tf.Tensor, f_mean: tf.Tensor, f_var: tf.Tensor, f_evidence: tf.Tensor
+    ) -> Sites:
+        return ppa_sites(f_mean, tf.convert_to_tensor(self.beta))
+
+    def site_update(
+        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
+    ) -> Tuple[tf.Tensor, ...]:
+        """The tilted q(fₙ) for q(f̄ₙ) = N(Fmu, Fvar): only the mean enters (the cavity is N(Fmu, β⁻¹))."""
+        beta = tf.convert_to_tensor(self.beta)
+        cavity_var = tf.ones_like(Fmu) / beta
+
+        def log_Z(cavity_mean: tf.Tensor) -> tf.Tensor:
+            return self.likelihood.predict_log_density(X, cavity_mean, cavity_var, Y)
+
+        name = type(self.likelihood).__name__
+        log_Z_value, f_mean, f_var = tilted_moments(log_Z, Fmu, beta, name=name)
+        return f_mean, f_var, tilted_evidence(log_Z_value, Fmu, f_mean, f_var, beta)
+
+    def local_bound_terms(self) -> tf.Tensor:
+        """Σₙ E_q[log p(yₙ | fₙ)] + H[q(fₙ)] − β Var[fₙ]/2 at the stored q(fₙ) (:func:`local_terms`)."""
+        return local_terms(
+            tf.convert_to_tensor(self.f_var),
+            tf.convert_to_tensor(self.f_evidence),
+            tf.convert_to_tensor(self.beta),
+        )
+
+    # ----------------------------------------------------------------------------------------------
+    # The two bounds.
+
+    def kl_corrected_bound(self) -> tf.Tensor:
+        """
+        The KL-corrected bound (paper eq. 9) at the current θ, β and q(fₙ); q(f̄) is optimal for them.
+
+        Its kernel-dependent part is the collapsed bound of the PPA sites. In the full form that is
+        exactly log N(⟨f⟩ | μ(X), K̃ + β⁻¹I) (paper eq. 10), computed so, with one Cholesky factor
+        of an N × N matrix that β⁻¹ keeps well conditioned.
+        """
+        if not self.is_full:
+            return self.collapsed_bound().total + self.local_bound_terms()
+        X, _ = self.data
+        beta = tf.convert_to_tensor(self.beta)
+        noise = gpflow.config.default_jitter() + 1.0 / beta  # K̃ + β⁻¹I = K + (jitter + β⁻¹) I
+        L = robust_cholesky(self.kernel(X), jitter=noise, what="K + I/beta")
+        log_marginal = gpflow.logdensities.multivariate_normal(
+            self.f_mean, self.mean_function(X), L
+        )
+        return tf.reduce_sum(log_marginal) + self.local_bound_terms()
+
+    def standard_bound(self) -> tf.Tensor:
+        """The standard variational bound (paper eq. 3) at the current θ, β, q(fₙ) and stored q(f̄)."""
+        X, _ = self.data
+        L = self.Kmm_cholesky()
+        m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
+        beta = tf.convert_to_tensor(self.beta)
+        if self.is_full:  # q(f̄(X)) is q(u): its marginals are read off q_mu and q_sqrt
+            Fmu = self.q_mu + self.mean_function(X)
+            Fvar = tf.reduce_sum(tf.square(self.q_sqrt[0]), axis=1, keepdims=True)
+            expectation = tf.reduce_sum(expected_sites(ppa_sites(self.f_mean, beta), Fmu, Fvar))
+            return expectation - kl_to_prior(m, R) + self.local_bound_terms()
+
+        def batch_expectation(X: tf.Tensor, f_mean: tf.Tensor, *shared: tf.Tensor) -> tf.Tensor:
+            L, m, R = shared
+            A, Knn_diag = self.projection(X, L)
+            Gmu, Fvar = marginals(A, Knn_diag, m, R)
+            Fmu = Gmu + self.mean_function(X)
+            return tf.reduce_sum(expected_sites(ppa_sites(f_mean, beta), Fmu, Fvar))
+
+        expectation = sum_over_batches(
+            batch_expectation, (X, tf.convert_to_tensor(self.f_mean)), self.batch_size, (L, m, R)
+        )
+        return expectation - kl_to_prior(m, R) + self.local_bound_terms()
+
+    def maximum_log_likelihood_objective(self) -> tf.Tensor:
+        """The bound selected by :attr:`bound`."""
+        if self.bound == "standard":
+            return self.standard_bound()
+        return self.kl_corrected_bound()
+
+    def training_loss(self) -> tf.Tensor:
+        """
+        −(selected bound + log prior density), for GPflow's optimisers: one M-step over the trainable
+        hyperparameters and β with q(fₙ) fixed. For the KL-corrected bound it also stores the q(f̄)
+        that is optimal at the evaluated parameters; the standard bound holds q(f̄) fixed.
+        """
+        if self.bound == "standard":
+            return -(self.standard_bound() + self.log_prior_density())
+        return super().training_loss()
+
+    def elbo(self) -> tf.Tensor:
+        """
+        The SVGP yardstick at the stored q(f̄): Σₙ E_q(f̄ₙ)[log p(yₙ | f̄ₙ)] − KL[q(f̄) ‖ p(f̄)], where
+        p(yₙ | f̄ₙ) = ∫ p(yₙ | f) N(f | f̄ₙ, β⁻¹) df is the likelihood with the noise ε integrated out
+        (log Zₙ at mean f̄ₙ), and the expectation is by Gauss–Hermite quadrature. It is the ELBO of
+        :class:`gpflow.models.SVGP` with that likelihood at q(f̄), so it is ≤ log p(y).
+        """
+        X, Y = self.data
+        beta = tf.convert_to_tensor(self.beta)
+        nodes, weights = np.polynomial.hermite_e.hermegauss(self.num_gauss_hermite_points)
+        nodes = tf.constant(nodes[:, None, None], dtype=beta.dtype)  # [H, 1, 1]
+        weights = tf.constant(weights / np.sqrt(2.0 * np.pi), dtype=beta.dtype)  # Σ = 1
+
+        def batch_expectation(X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+            Fmu, Fvar = GaussianSitesModel.predict_f(self, X)  # q(f̄ₙ), without the noise
+            F = Fmu + tf.sqrt(Fvar) * nodes  # [H, N, 1]
+            H = tf.shape(F)[0]
+            log_Z = self.likelihood.predict_log_density(
+                tf.broadcast_to(X, tf.concat([[H], tf.shape(X)], 0)),
+                F,
+                tf.ones_like(F) / beta,
+                tf.broadcast_to(Y, tf.shape(F)),
+            )  # log p(yₙ | f̄ = node h), [H, N]
+            return tf.reduce_sum(tf.tensordot(weights, log_Z, axes=1))
+
+        expectation = sum_over_batches(batch_expectation, (X, Y), self.batch_size)
+        kl = gpflow.kullback_leiblers.prior_kl(
+            self.inducing_variable, self.kernel, self.q_mu, self.q_sqrt, whiten=self.whiten
+        )
+        return expectation - kl
+
+    # ----------------------------------------------------------------------------------------------
+    # Predictions of f = f̄ + ε.
+
+    @inherit_check_shapes
+    def predict_f(
+        self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> MeanAndVariance:
+        """q(f*) for f = f̄ + ε: the posterior of f̄ with the noise variance β⁻¹ added."""
+        mean, var = super().predict_f(Xnew, full_cov=full_cov, full_output_cov=full_output_cov)
+        noise = 1.0 / tf.convert_to_tensor(self.beta)
+        if full_cov:
+            N = tf.shape(var)[-1] if not full_output_cov else tf.shape(var)[0]
+            eye = tf.eye(N, dtype=var.dtype)
+            # [1, N, N] for one latent GP, or [N, 1, N, 1] with full_output_cov as well.
+            eye = eye[:, None, :, None] if full_output_cov else eye[None]
+            return mean, var + noise * eye
+        return mean, var + noise
+
+    # ----------------------------------------------------------------------------------------------
+    # Training.
+
+    def training_plan(
+        self,
+        data: None = None,
+        *,
+        method: Optional[str] = None,
+        maxfun: int = 10,
+    ) -> TrainingPlan:
+        """
+        One EM iteration of the paper's Algorithm 1, repeated by :func:`gpflow_fastvi.fit`:
+        L-BFGS-B on the trainable hyperparameters and β for at most ``maxfun`` evaluations of the
+        selected bound (the M-step), then the E-step (q(f̄), then q(fₙ), then q(f̄) again for the new
+        q(fₙ)). The trace records the bound after each E-step, where the two bounds coincide, so
+        the two choices can be compared row for row.
+
+        :param method: ``"em"``, the default and only choice.
+        """
+        if data is not None:
+            raise ValueError(
+                "KLCorrected holds its training data (given to the constructor); call fit(model) "
+                "without data."
+            )
+        if method not in (None, "em"):
+            raise ValueError(f"KLCorrected supports method='em' only; got {method!r}.")
+        plan = alternating_plan(
+            self, method="analytic", n_upd=1, maxfun=maxfun, site_variables=[], max_iter=10_000
+        )
+        return plan._replace(method=f"em ({self.bound} bound)")

@@ -1,0 +1,131 @@
+"""
+PPA sites: probabilistic point assimilation (:cite:t:`king2006fast`, the model behind
+:class:`~gpflow_fastvi.KLCorrected`).
+
+The PPA model puts the GP prior on f̄ and lets the likelihood see fₙ = f̄ₙ + noise of precision β.
+Its factorised posterior q(f̄) ∏ₙ q(fₙ) is found by alternating two closed-form updates.
+
+**q(fₙ) given q(f̄)** is the *tilted* distribution
+
+    q(fₙ) = p(yₙ | fₙ) N(fₙ | μₙ, β⁻¹) / Zₙ,    Zₙ = ∫ p(yₙ | f) N(f | μₙ, β⁻¹) df,
+
+with μₙ the mean of q(f̄ₙ). Its moments are derivatives of log Zₙ in μₙ, gₙ = ∂ log Zₙ and
+hₙ = ∂² log Zₙ:
+
+    ⟨fₙ⟩ = μₙ + gₙ / β,      Var[fₙ] = β⁻¹ + hₙ / β².
+
+Zₙ is ``likelihood.predict_log_density`` at mean μₙ and variance β⁻¹: closed form for GPflow's
+probit ``Bernoulli()``, Gauss–Hermite quadrature for every other scalar likelihood (the logit
+included). :func:`tilted_moments` differentiates it automatically.
+
+**q(f̄) given q(fₙ)** is GP regression on the pseudo-targets ⟨fₙ⟩ with noise variance β⁻¹. As a
+Gaussian site on f̄ₙ that is
+
+    exp⟨log N(fₙ | f̄ₙ, β⁻¹)⟩_q(fₙ) ∝ N(⟨fₙ⟩ | f̄ₙ, β⁻¹):    a = log N(⟨fₙ⟩ | 0, β⁻¹),  b = β ⟨fₙ⟩,  w = β
+
+(:func:`ppa_sites`; the dropped factor exp(−β Var[fₙ]/2) is carried by :func:`local_terms`).
+Both of the paper's bounds on log p(y) are the Gaussian algebra of these sites plus the θ-free sum
+
+    Σₙ ( E_q(fₙ)[log p(yₙ | fₙ)] + H[q(fₙ)] − β Var[fₙ] / 2 ),
+
+which, at the tilted q(fₙ), is log Zₙ + ½ log(2π/β) + ½ + (gₙ² + hₙ)/(2β) per point.
+"""
+
+import math
+from typing import Callable, Tuple
+
+import tensorflow as tf
+from check_shapes import check_shapes
+
+from ..types import Sites
+from .taylor import log_density_derivatives
+
+LogNormaliser = Callable[[tf.Tensor], tf.Tensor]
+"""μ [N, 1] ↦ log Zₙ(μₙ) [N]: the log normalisers of the tilted distributions at cavity means μ."""
+
+
+@check_shapes(
+    "f_mean: [N, 1]", "beta: []", "return.a: [N, 1]", "return.b: [N, 1]", "return.w: [N, 1]"
+)
+def ppa_sites(f_mean: tf.Tensor, beta: tf.Tensor) -> Sites:
+    """
+    The sites of the pseudo-observations ⟨fₙ⟩ = ``f_mean`` with noise precision β on f̄:
+    a + b f̄ − w f̄²/2 = log N(⟨fₙ⟩ | f̄ₙ, β⁻¹).
+    """
+    w = beta * tf.ones_like(f_mean)
+    b = beta * f_mean
+    a = 0.5 * tf.math.log(beta / (2.0 * math.pi)) - 0.5 * beta * tf.square(f_mean)
+    return Sites(a=a, b=b, w=w)
+
+
+@check_shapes(
+    "cavity_mean: [N, 1]",
+    "beta: []",
+    "return[0]: [N, 1]",
+    "return[1]: [N, 1]",
+    "return[2]: [N, 1]",
+)
+def tilted_moments(
+    log_normaliser: LogNormaliser,
+    cavity_mean: tf.Tensor,
+    beta: tf.Tensor,
+    *,
+    name: str = "likelihood",
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """
+    The E-step for q(fₙ): log Zₙ, ⟨fₙ⟩ and Var[fₙ] of q(fₙ) ∝ p(yₙ | fₙ) N(fₙ | μₙ, β⁻¹), from the
+    first two derivatives of ``log_normaliser`` at ``cavity_mean`` = μ.
+
+    :param name: the likelihood's name, for the error raised when a moment is not finite or a
+        variance is not positive.
+    """
+    log_Z, g, h = log_density_derivatives(log_normaliser, cavity_mean)
+    f_mean = cavity_mean + g / beta
+    f_var = 1.0 / beta + h / tf.square(beta)
+    checked = tf.debugging.assert_all_finite(
+        tf.concat([log_Z, f_mean, f_var], axis=1),
+        f"log Z or the moments of the tilted distributions p(y | f) N(f | mu, 1/beta) / Z of {name} "
+        "are not finite: the likelihood underflows at some of the current posterior means.",
+    )
+    with tf.control_dependencies(
+        [
+            tf.debugging.assert_positive(
+                f_var,
+                f"A tilted distribution p(y | f) N(f | mu, 1/beta) / Z of {name} has a variance "
+                "<= 0: the quadrature for Z is too coarse for the current beta (raise the "
+                "likelihood's num_gauss_hermite_points) or beta is extreme.",
+            )
+        ]
+    ):
+        log_Z, f_mean, f_var = tf.unstack(tf.identity(checked)[:, :, None], axis=1)
+    return log_Z, f_mean, f_var
+
+
+@check_shapes(
+    "log_Z: [N, 1]",
+    "cavity_mean: [N, 1]",
+    "f_mean: [N, 1]",
+    "f_var: [N, 1]",
+    "beta: []",
+    "return: [N, 1]",
+)
+def tilted_evidence(
+    log_Z: tf.Tensor, cavity_mean: tf.Tensor, f_mean: tf.Tensor, f_var: tf.Tensor, beta: tf.Tensor
+) -> tf.Tensor:
+    """
+    E_q(fₙ)[log p(yₙ | fₙ)] + H[q(fₙ)] for the tilted q(fₙ) with cavity N(μₙ, β⁻¹):
+
+        log Zₙ − E_q(fₙ)[log N(fₙ | μₙ, β⁻¹)] = log Zₙ + ½ log(2π/β) + β ((⟨fₙ⟩ − μₙ)² + Var[fₙ]) / 2.
+    """
+    spread = tf.square(f_mean - cavity_mean) + f_var
+    return log_Z + 0.5 * tf.math.log(2.0 * math.pi / beta) + 0.5 * beta * spread
+
+
+@check_shapes("f_var: [N, 1]", "evidence: [N, 1]", "beta: []", "return: []")
+def local_terms(f_var: tf.Tensor, evidence: tf.Tensor, beta: tf.Tensor) -> tf.Tensor:
+    """
+    Σₙ (E_q(fₙ)[log p(yₙ | fₙ)] + H[q(fₙ)] − β Var[fₙ] / 2): the part of both PPA bounds that the
+    sites of :func:`ppa_sites` leave out. It does not involve the kernel; β enters through the last
+    term only, as q(fₙ) is held fixed while the hyperparameters move.
+    """
+    return tf.reduce_sum(evidence) - 0.5 * beta * tf.reduce_sum(f_var)

@@ -1,0 +1,261 @@
+"""KLCorrected (paper 001): the E-step against quadrature, the two bounds, GPR/SGPR identities, fit."""
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+from scipy import integrate, stats
+
+from gpflow_fastvi import KLCorrected, fit
+from gpflow_fastvi.exceptions import IncompatibleLikelihoodError, InvalidDataError
+from gpflow_fastvi.sites.ppa import tilted_evidence, tilted_moments
+
+from .conftest import make_binary_data
+from .reference import log_integral_by_quadrature
+
+
+def _kernel() -> gpflow.kernels.Kernel:
+    return gpflow.kernels.SquaredExponential(variance=1.5, lengthscales=0.8)
+
+
+def _tilted_by_quad(log_lik, mu: float, beta: float):
+    """log Z, mean, variance and E[log p] + H of p(y | f) N(f | mu, 1/beta) / Z by adaptive quadrature."""
+    sd = 1.0 / np.sqrt(beta)
+    lo, hi = mu - 12 * sd, mu + 12 * sd
+
+    def density(f):
+        return np.exp(log_lik(f)) * stats.norm.pdf(f, mu, sd)
+
+    def moment(k):
+        return integrate.quad(
+            lambda f: f**k * density(f), lo, hi, epsabs=0, epsrel=1e-12, limit=200
+        )[0]
+
+    Z = moment(0)
+    mean = moment(1) / Z
+    var = moment(2) / Z - mean**2
+    log_Z = np.log(Z)
+    # E_q[log p(y | f)] + H[q] = E_q[log p(y | f) − log q(f)] = E_q[log Z − log N(f | mu, 1/beta)]
+    entropy_term = integrate.quad(
+        lambda f: density(f) / Z * (log_Z - stats.norm.logpdf(f, mu, sd)),
+        lo,
+        hi,
+        epsabs=0,
+        epsrel=1e-12,
+        limit=200,
+    )[0]
+    return log_Z, mean, var, entropy_term
+
+
+def _gpflow_probit(y: float):
+    floor = 1e-3  # GPflow's inv_probit keeps p in [1e-3, 1 - 1e-3]
+    p1 = lambda f: floor + (1 - 2 * floor) * stats.norm.cdf(f)  # noqa: E731
+    return lambda f: np.log(p1(f) if y == 1 else 1.0 - p1(f))
+
+
+def _moments(likelihood, mu, beta, Y):
+    mu = tf.constant(mu, dtype=tf.float64)[:, None]
+    beta = tf.constant(beta, dtype=tf.float64)
+    Y = tf.constant(Y, dtype=tf.float64)[:, None]
+    X = tf.zeros_like(mu)
+    log_Z, f_mean, f_var = tilted_moments(
+        lambda m: likelihood.predict_log_density(X, m, tf.ones_like(m) / beta, Y), mu, beta
+    )
+    evidence = tilted_evidence(log_Z, mu, f_mean, f_var, beta)
+    return [t.numpy()[:, 0] for t in (log_Z, f_mean, f_var, evidence)]
+
+
+# --------------------------------------------------------------------------------------------------
+# The E-step.
+
+
+@pytest.mark.parametrize("beta", [0.3, 1.0, 6.0])
+def test_probit_e_step_moments_match_quadrature(beta):
+    mu = np.array([-3.0, -0.4, 0.0, 0.9, 2.5, 0.9])
+    Y = np.array([1.0, 1.0, 0.0, 0.0, 1.0, 1.0])
+    got = _moments(gpflow.likelihoods.Bernoulli(), mu, beta, Y)
+    for i in range(len(mu)):
+        want = _tilted_by_quad(_gpflow_probit(Y[i]), mu[i], beta)
+        np.testing.assert_allclose([g[i] for g in got], want, rtol=1e-7, atol=1e-9)
+
+
+def test_logit_and_poisson_e_steps_by_gauss_hermite_match_quadrature():
+    logit = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
+    mu, Y, beta = np.array([-1.0, 0.5, 2.0]), np.array([1.0, 0.0, 1.0]), 2.0
+    got = _moments(logit, mu, beta, Y)
+    for i in range(3):
+        log_lik = lambda f, y=Y[i]: -np.logaddexp(0.0, -(2 * y - 1) * f)  # noqa: E731
+        np.testing.assert_allclose(
+            [g[i] for g in got], _tilted_by_quad(log_lik, mu[i], beta), rtol=1e-6
+        )
+
+    poisson = gpflow.likelihoods.Poisson()
+    mu, Y, beta = np.array([0.0, 1.0, -0.5]), np.array([2.0, 0.0, 1.0]), 4.0
+    got = _moments(poisson, mu, beta, Y)
+    for i in range(3):
+        log_lik = lambda f, y=Y[i]: stats.poisson.logpmf(y, np.exp(f))  # noqa: E731
+        np.testing.assert_allclose(
+            [g[i] for g in got], _tilted_by_quad(log_lik, mu[i], beta), rtol=1e-6
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# The two bounds.
+
+
+@pytest.fixture
+def small_data(rng):
+    return make_binary_data(rng, N=30)
+
+
+@pytest.mark.parametrize("form", ["full", "sparse"])
+def test_kl_corrected_bound_is_above_standard_and_equal_after_q_update(small_data, form):
+    Z = small_data[0][::3].copy() if form == "sparse" else None
+    model = KLCorrected(small_data, _kernel(), inducing_variable=Z)
+    np.testing.assert_allclose(model.kl_corrected_bound(), model.standard_bound(), rtol=1e-10)
+
+    # Move θ and β with q held fixed: the correction KL[q(f̄) ‖ p(f̄ | ⟨f⟩)] becomes positive.
+    model.kernel.lengthscales.assign(0.5)
+    model.kernel.variance.assign(3.0)
+    model.beta.assign(2.5)
+    corrected, standard = model.kl_corrected_bound().numpy(), model.standard_bound().numpy()
+    assert corrected > standard + 1e-2
+
+    model.update_q()  # the q(f̄) update closes the gap
+    np.testing.assert_allclose(model.kl_corrected_bound(), model.standard_bound(), rtol=1e-10)
+    np.testing.assert_allclose(model.kl_corrected_bound(), corrected, rtol=1e-10)
+
+
+@pytest.mark.parametrize("bound", ["kl_corrected", "standard"])
+def test_bounds_and_yardstick_are_below_log_marginal_likelihood(rng, bound):
+    X, Y = make_binary_data(rng, N=4)
+    model = KLCorrected((X, Y), _kernel(), bound=bound, beta=2.0)
+    fit(model, max_iter=15)
+    beta = model.beta.numpy()
+    K = model.kernel(X).numpy() + (1e-6 + 1.0 / beta) * np.eye(4)  # f = f̄ + ε
+    log_lik = lambda F: sum(_gpflow_probit(Y[i, 0])(F[:, i]) for i in range(4))  # noqa: E731
+    log_p = log_integral_by_quadrature(K, log_lik, order=40)
+    for value in (model.kl_corrected_bound(), model.standard_bound(), model.elbo()):
+        assert value.numpy() < log_p
+
+
+def test_gaussian_noise_objective_is_gpr_and_sgpr_on_pseudo_targets(rng):
+    X = rng.uniform(-2, 2, size=(25, 1))
+    Y = np.sin(2 * X) + 0.2 * rng.normal(size=X.shape)
+    likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
+    Z = X[::4].copy()
+    full = KLCorrected((X, Y), _kernel(), likelihood, beta=3.0)
+    sparse = KLCorrected((X, Y), _kernel(), likelihood, inducing_variable=Z, beta=3.0)
+    for model in (full, sparse):
+        fit(model, max_iter=5)
+        model.kernel.lengthscales.assign(0.6)  # anywhere, not only at the optimum
+        noise = 1.0 / model.beta.numpy()
+        pseudo = (X, model.f_mean.numpy())
+        if model is full:
+            reference = gpflow.models.GPR(pseudo, model.kernel, noise_variance=noise + 1e-6)
+            want = reference.log_marginal_likelihood()
+        else:
+            reference = gpflow.models.SGPR(pseudo, model.kernel, Z, noise_variance=noise)
+            want = reference.elbo()
+        got = model.kl_corrected_bound() - model.local_bound_terms()
+        np.testing.assert_allclose(got, want, rtol=1e-9)
+
+        # And with a Gaussian noise model log p(y) is exact: N(y | 0, K + (σ² + 1/β) I).
+        K = model.kernel(X).numpy() + (0.1 + noise) * np.eye(len(X))
+        log_p = stats.multivariate_normal(np.zeros(len(X)), K).logpdf(Y[:, 0])
+        assert model.kl_corrected_bound().numpy() < log_p
+        assert model.elbo().numpy() < log_p
+
+
+def test_sparse_form_with_inducing_inputs_at_the_data_equals_full_form(small_data):
+    X, _ = small_data
+    full = KLCorrected(small_data, _kernel())
+    sparse = KLCorrected(small_data, _kernel(), inducing_variable=X.copy())
+    full_trace = fit(full, max_iter=8)
+    sparse_trace = fit(sparse, max_iter=8)
+    np.testing.assert_allclose(
+        full_trace.column("objective"), sparse_trace.column("objective"), rtol=1e-6
+    )
+    for name in ("kl_corrected_bound", "standard_bound", "elbo"):
+        np.testing.assert_allclose(getattr(full, name)(), getattr(sparse, name)(), rtol=1e-6)
+    Xnew = np.linspace(-2, 2, 7)[:, None].repeat(2, axis=1)
+    for a, b in zip(full.predict_f(Xnew), sparse.predict_f(Xnew)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+# --------------------------------------------------------------------------------------------------
+# Predictions and training.
+
+
+def test_predictions_include_the_noise_of_f_around_f_bar(small_data):
+    model = KLCorrected(small_data, _kernel(), beta=0.7)
+    Xnew = np.array([[0.3, -1.0], [1.5, 0.2]])
+    mean_bar, var_bar = model.posterior().predict_f(Xnew)
+    mean, var = model.predict_f(Xnew)
+    np.testing.assert_allclose(mean, mean_bar)
+    np.testing.assert_allclose(var, var_bar + 1.0 / 0.7)
+    p, _ = model.predict_y(Xnew)
+    want = stats.norm.cdf(mean_bar / np.sqrt(1.0 + var_bar + 1.0 / 0.7))
+    np.testing.assert_allclose(p, 1e-3 + (1 - 2e-3) * want, rtol=1e-10)
+    _, cov = model.predict_f(Xnew, full_cov=True)
+    _, cov_bar = model.posterior().predict_f(Xnew, full_cov=True)
+    np.testing.assert_allclose(cov, cov_bar + np.eye(2)[None] / 0.7)
+
+
+@pytest.mark.parametrize("bound", ["kl_corrected", "standard"])
+def test_fit_runs_em_with_one_trace_row_per_iteration_and_never_lowers_the_bound(small_data, bound):
+    model = KLCorrected(small_data, _kernel(), bound=bound)
+    trace = fit(model, max_iter=25, tol=0.0)
+    assert trace.method == f"em ({bound} bound)"
+    assert len(trace.rows) == 25 and trace.column("iteration")[-1] == 25
+    objective = trace.column("objective")
+    assert np.all(np.diff(objective) > -1e-7 * np.abs(objective[1:]))
+    # Each row is taken right after an E-step, where the two bounds coincide.
+    np.testing.assert_allclose(objective[-1], model.standard_bound(), rtol=1e-10)
+    np.testing.assert_allclose(objective[-1], model.kl_corrected_bound(), rtol=1e-10)
+
+
+def test_gpflow_scipy_on_training_loss_is_one_m_step(small_data):
+    model = KLCorrected(small_data, _kernel())
+    before = model.kl_corrected_bound().numpy()
+    gpflow.optimizers.Scipy().minimize(
+        model.training_loss, model.trainable_variables, options={"maxiter": 50}
+    )
+    assert model.kl_corrected_bound().numpy() > before
+    # training_loss stored the q(f̄) that goes with the optimised θ: the bounds agree there.
+    np.testing.assert_allclose(model.kl_corrected_bound(), model.standard_bound(), rtol=1e-10)
+
+
+# --------------------------------------------------------------------------------------------------
+# Bad input.
+
+
+def test_bad_arguments_raise_clear_errors(small_data):
+    X, Y = small_data
+    with pytest.raises(ValueError, match="bound must be one of"):
+        KLCorrected(small_data, _kernel(), bound="corrected")
+    with pytest.raises(ValueError, match="beta must be a positive"):
+        KLCorrected(small_data, _kernel(), beta=0.0)
+    with pytest.raises(ValueError, match="need inducing points"):
+        KLCorrected(small_data, _kernel(), batch_size=10)
+    with pytest.raises(IncompatibleLikelihoodError, match="ScalarLikelihood"):
+        KLCorrected(small_data, _kernel(), gpflow.likelihoods.Softmax(3))
+    with pytest.raises(InvalidDataError, match="binary labels"):
+        KLCorrected((X, Y + 1.0), _kernel())
+    model = KLCorrected(small_data, _kernel())
+    with pytest.raises(ValueError, match="method='em' only"):
+        fit(model, method="analytic")
+    with pytest.raises(ValueError, match="holds its training data"):
+        fit(model, small_data)
+    with pytest.raises(ValueError, match="bound must be one of"):
+        model.bound = "KL"
+
+
+def test_signed_labels_give_the_same_model_and_inputs_are_not_modified(small_data):
+    X, Y = small_data
+    X_before, Y_signed = X.copy(), 2.0 * Y - 1.0
+    a = KLCorrected((X, Y), _kernel())
+    b = KLCorrected((X, Y_signed), _kernel())
+    np.testing.assert_allclose(a.kl_corrected_bound(), b.kl_corrected_bound(), rtol=1e-12)
+    np.testing.assert_array_equal(X, X_before)
+    np.testing.assert_array_equal(Y_signed, 2.0 * Y - 1.0)
