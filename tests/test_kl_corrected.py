@@ -259,3 +259,15 @@ def test_signed_labels_give_the_same_model_and_inputs_are_not_modified(small_dat
     np.testing.assert_allclose(a.kl_corrected_bound(), b.kl_corrected_bound(), rtol=1e-12)
     np.testing.assert_array_equal(X, X_before)
     np.testing.assert_array_equal(Y_signed, 2.0 * Y - 1.0)
+
+
+def test_beta_is_fixed_unless_asked_for(small_data):
+    fixed = KLCorrected(small_data, _kernel(), beta=2.0)
+    assert not fixed.beta.trainable
+    fit(fixed, max_iter=3)
+    assert fixed.beta.numpy() == 2.0
+    trained = KLCorrected(small_data, _kernel(), beta=2.0, train_beta=True)
+    before = fit(trained, max_iter=1).rows[-1]["objective"]
+    trace = fit(trained, max_iter=5)
+    assert trained.beta.numpy() != pytest.approx(2.0)
+    assert trace.rows[-1]["objective"] > before

@@ -3,7 +3,8 @@ Binary-classification data for the models and the ``compare`` job.
 
 Every loader returns ``X`` [N, D] and ``Y`` [N, 1], both float64, with ``Y`` in {0, 1} as GPflow's
 :class:`~gpflow.likelihoods.Bernoulli` expects. The Rätsch banana set ships with the package
-(:func:`load_banana`), so demos and tests need no download.
+(:func:`load_banana`), with the training half of its first realisation
+(:func:`load_banana_split1`), so demos and tests need no download.
 
 This module imports NumPy only; scikit-learn (for LIBSVM files) is imported when first needed.
 """
@@ -13,6 +14,7 @@ from .loaders import (
     DatasetError,
     detect_format,
     load_banana,
+    load_banana_split1,
     load_csv,
     load_file,
     load_libsvm,
@@ -25,6 +27,7 @@ __all__ = [
     "DatasetError",
     "detect_format",
     "load_banana",
+    "load_banana_split1",
     "load_csv",
     "load_file",
     "load_libsvm",

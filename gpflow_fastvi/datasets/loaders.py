@@ -469,11 +469,46 @@ def load_banana() -> Tuple[np.ndarray, np.ndarray]:
         return load_csv(path, label_column=0, delimiter=",", header=False)
 
 
+def _bundled_text(name: str) -> np.ndarray:
+    resource = resources.files(__package__).joinpath("data").joinpath(name)
+    with resources.as_file(resource) as path:
+        return np.loadtxt(path, dtype=np.float64, ndmin=2)
+
+
+def load_banana_split1() -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """
+    Realisation 1 of Rätsch's banana benchmark, the split of :cite:t:`king2006fast` (Figure 2):
+    its 400 training points, shipped with the package (``data/banana_train_*_1.asc``), and as test
+    set the other 4900 rows of :func:`load_banana`.
+
+    The split's own test file is not available; every training point occurs in the bundled banana
+    set (to 1e-6, with the same label), so the complement of the training rows stands in for it.
+
+    :return: ``X_train`` [400, 2], ``Y_train`` [400, 1], ``X_test`` [4900, 2], ``Y_test`` [4900, 1],
+        labels in {0, 1}, features as distributed.
+    """
+    X_train = _bundled_text("banana_train_data_1.asc")
+    Y_train = (_bundled_text("banana_train_labels_1.asc") > 0).astype(np.float64)
+    X, Y = load_banana()
+    # Squared distance from every banana row to its nearest training point.
+    nearest = np.min(
+        np.sum(np.square(X[:, None, :] - X_train[None, :, :]), axis=-1), axis=1
+    )  # [5300]
+    in_train = nearest < 1e-10
+    if in_train.sum() != len(X_train):
+        raise DatasetError(
+            f"{in_train.sum()} rows of the bundled banana set match the 400 training points of "
+            "realisation 1; expected 400. The bundled files are damaged."
+        )
+    return X_train, Y_train, X[~in_train], Y[~in_train]
+
+
 __all__ = [
     "BANANA_SHA256",
     "DatasetError",
     "detect_format",
     "load_banana",
+    "load_banana_split1",
     "load_csv",
     "load_file",
     "load_libsvm",

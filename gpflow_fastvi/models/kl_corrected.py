@@ -42,7 +42,7 @@ class KLCorrected(GaussianSitesModel):
     (:mod:`gpflow_fastvi.sites.ppa`) through the shared algebra of :mod:`gpflow_fastvi.gaussian`.
 
     **The bounds** (both ≤ log p(y); they differ in how the hyperparameters θ = (kernel, β) are
-    fitted with q held fixed, the paper's M-step):
+    fitted with q held fixed, the paper's M-step; β only with ``train_beta=True``):
 
     - ``bound="kl_corrected"`` (default, paper eqs. 9–10): log N(⟨f⟩ | μ(X), K + β⁻¹I) + terms
       free of the kernel. q(f̄) drops out: it is re-optimised for every θ, so the objective for θ
@@ -60,8 +60,9 @@ class KLCorrected(GaussianSitesModel):
     pseudo-targets, the objective of :class:`gpflow.models.SGPR`; the standard bound is the SVGP
     ELBO of the same pseudo-data. The full form is the sparse form with Z = X.
 
-    **Use.** :func:`gpflow_fastvi.fit` runs the paper's Algorithm 1 (E-step; L-BFGS-B on θ and
-    β; until the bound stops changing), one row of the trace per EM iteration.
+    **Use.** :func:`gpflow_fastvi.fit` runs the paper's Algorithm 1 (E-step; L-BFGS-B on the
+    trainable hyperparameters; until the bound stops changing), one row of the trace per EM
+    iteration.
     :meth:`training_loss` is −(chosen bound), so GPflow's Scipy optimiser runs one full M-step.
     :meth:`predict_f` is the predictive of f = f̄ + ε (variance β⁻¹ added), which is what the
     likelihood sees, so :meth:`predict_y` and :meth:`predict_log_density` are the model's
@@ -84,6 +85,7 @@ class KLCorrected(GaussianSitesModel):
         inducing_variable: Optional[InducingSpec] = None,
         bound: str = "kl_corrected",
         beta: float = 1.0,
+        train_beta: bool = False,
         mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
         train_inducing: bool = False,
         batch_size: Optional[int] = None,
@@ -98,8 +100,11 @@ class KLCorrected(GaussianSitesModel):
         :param inducing_variable: ``None`` (default) for the full GP; else a GPflow inducing
             variable, an array Z [M, D] or an int M (k-means centres of X).
         :param bound: ``"kl_corrected"`` (default) or ``"standard"``; see the class docstring.
-        :param beta: initial precision β > 0 of f around f̄. It is trained with the kernel; fix it
-            with ``gpflow.set_trainable(model.beta, False)``.
+        :param beta: the precision β > 0 of f around f̄ (default 1).
+        :param train_beta: optimise β in the M-step with the kernel hyperparameters. Off by default,
+            as in the paper's code: for the probit likelihood p(y | f̄) depends on the kernel
+            variance and β only through K / (1 + β⁻¹), so the two are not identifiable, and the
+            bounds creep along that ridge (β → 0, variance → ∞) for thousands of EM iterations.
         :param train_inducing: optimise the inducing inputs with the hyperparameters (sparse form).
         :param batch_size: accumulate over batches of this many points (memory O(batch · M)).
         """
@@ -128,7 +133,10 @@ class KLCorrected(GaussianSitesModel):
         self.is_full = inducing_variable is None
         self.bound = bound
         self.beta = Parameter(
-            float(beta), transform=positive(), dtype=gpflow.config.default_float()
+            float(beta),
+            transform=positive(),
+            dtype=gpflow.config.default_float(),
+            trainable=train_beta,
         )
         # q(fₙ) is summarised by its two moments and E[log p(yₙ | fₙ)] + H[q(fₙ)]; it starts as the
         # E-step from q(f̄) = p(f̄).
@@ -263,7 +271,7 @@ class KLCorrected(GaussianSitesModel):
     def training_loss(self) -> tf.Tensor:
         """
         −(selected bound + log prior density), for GPflow's optimisers: one M-step over the trainable
-        hyperparameters and β with q(fₙ) fixed. For the KL-corrected bound it also stores the q(f̄)
+        hyperparameters with q(fₙ) fixed. For the KL-corrected bound it also stores the q(f̄)
         that is optimal at the evaluated parameters; the standard bound holds q(f̄) fixed.
         """
         if self.bound == "standard":
@@ -331,7 +339,7 @@ class KLCorrected(GaussianSitesModel):
     ) -> TrainingPlan:
         """
         One EM iteration of the paper's Algorithm 1, repeated by :func:`gpflow_fastvi.fit`:
-        L-BFGS-B on the trainable hyperparameters and β for at most ``maxfun`` evaluations of the
+        L-BFGS-B on the trainable hyperparameters for at most ``maxfun`` evaluations of the
         selected bound (the M-step), then the E-step (q(f̄), then q(fₙ), then q(f̄) again for the new
         q(fₙ)). The trace records the bound after each E-step, where the two bounds coincide, so
         the two choices can be compared row for row.
