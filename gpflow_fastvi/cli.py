@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         "kl-correction",
         help="reproduce King & Lawrence: EM with the KL-corrected bound against the standard bound",
         description=(
-            "Train KLCorrected (full GP, probit, RBF + bias kernel) with bound='kl_corrected' and "
+            "Train KLCorrected (full GP, probit, RBF + bias + white kernel) with bound='kl_corrected' and "
             "with bound='standard' from the same start to the same tolerance, on Rätsch's "
             "benchmark sets, and report EM iterations, seconds and test error beside the paper's "
             "Table 1. Writes results.json (after every run), table.md and figure2_<set>.png. "
