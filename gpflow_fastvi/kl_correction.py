@@ -248,11 +248,14 @@ def plot_bound_against_iteration(results: Dict[str, Any], name: str, path: str) 
     fig, ax = plt.subplots(figsize=(6, 4))
     for r, style in zip(runs, ("-", "--")):
         iterations = np.arange(1, len(r["trace"]) + 1)
+        how = "converged" if r["converged"] else "stopped by the cap"
         label = (
-            f"{r['bound'].replace('_', '-')} ({r['iterations']} iterations, {r['seconds']:.0f} s)"
+            f"{r['bound'].replace('_', '-')}: {how} after {r['iterations']} iterations, "
+            f"{r['seconds']:.0f} s"
         )
         ax.plot(iterations, r["trace"], style, color="k", label=label)
-        ax.plot(iterations[-1], r["trace"][-1], "x", color="k", markersize=9)
+        if r["converged"]:  # the paper's cross marks the point of convergence
+            ax.plot(iterations[-1], r["trace"][-1], "x", color="k", markersize=9)
     ax.set_xscale("log")
     ax.set_xlabel("EM iteration")
     ax.set_ylabel("bound on log p(y)")
