@@ -21,9 +21,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import gpflow
 import numpy as np
 
 from .datasets import load_banana, load_banana_split1, load_csv
+from .models.kl_corrected import BOUNDS, KLCorrected
+from .training import fit
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,6 @@ RAETSCH_SETS: Dict[str, RaetschSet] = {
     "german": RaetschSet("Processed_German.data", 700, (23.9, 2.0), 103.0),
     "heart": RaetschSet("Processed_Heart.data", 170, (17.0, 3.0), 18.1),
 }
-BOUNDS = ("kl_corrected", "standard")
 
 
 def load_split(
@@ -84,8 +86,6 @@ def make_kernel(num_features: int) -> Any:
     Started at 1 in 13 or 20 dimensions, K is nearly diagonal, the first pseudo-targets look like
     noise, and the first KL-corrected M-step sends the RBF variance to 0, where EM stays.
     """
-    import gpflow
-
     return (
         gpflow.kernels.SquaredExponential(lengthscales=np.sqrt(num_features))
         + gpflow.kernels.Constant(variance=1.0)
@@ -116,9 +116,6 @@ def run_bound(
     time_budget: Optional[float] = None,
 ) -> RunResult:
     """Train one full-GP :class:`~gpflow_fastvi.KLCorrected` with ``bound`` and score it."""
-    from .models import KLCorrected
-    from .training import fit
-
     X, Y, X_test, Y_test = data
     model = KLCorrected((X, Y), make_kernel(X.shape[1]), bound=bound)
     start = time.perf_counter()

@@ -36,6 +36,7 @@ from ..gaussian import (
 )
 from ..inducing import InducingSpec, make_inducing_variable
 from ..types import Sites, SiteStatistics
+from ._checks import targets_for_likelihood
 
 
 def _as_float_array(value: Any, name: str) -> np.ndarray:
@@ -90,7 +91,7 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         :param batch_size: accumulate the site statistics over batches of this many points, so that
             memory is O(batch_size · M) instead of O(N · M); ``None`` processes all points at once.
         """
-        X, Y = self._validate_data(data)
+        X, Y = self._validate_data(data, likelihood)
         if batch_size is not None and (
             not isinstance(batch_size, (int, np.integer)) or batch_size < 1
         ):
@@ -133,10 +134,6 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
     ) -> Tuple[tf.Tensor, ...]:
         """The site parameters that are optimal for q(f) = N(Fmu, Fvar) at the points X."""
 
-    def _validate_targets(self, Y: np.ndarray) -> np.ndarray:
-        """Check targets [N, 1] and return them in the convention of :attr:`likelihood`."""
-        return Y
-
     def _make_inducing_variable(
         self, inducing_variable: InducingSpec, X: np.ndarray, kmeans_seed: int
     ) -> gpflow.inducing_variables.InducingVariables:
@@ -154,7 +151,9 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
     # ----------------------------------------------------------------------------------------------
     # Input checks.
 
-    def _validate_data(self, data: RegressionData) -> Tuple[np.ndarray, np.ndarray]:
+    def _validate_data(
+        self, data: RegressionData, likelihood: gpflow.likelihoods.Likelihood
+    ) -> Tuple[np.ndarray, np.ndarray]:
         if not isinstance(data, (tuple, list)) or len(data) != 2:
             raise InvalidDataError("data must be a tuple (X, Y) with X [N, D] and Y [N, 1].")
         X = _as_float_array(data[0], "X")
@@ -167,14 +166,16 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
             )
         if X.shape[0] == 0:
             raise InvalidDataError("data is empty: X and Y have no rows.")
-        return X, self._validate_targets(Y)
+        return X, targets_for_likelihood(likelihood, Y)
 
     def _targets_for_likelihood(self, Y: tf.Tensor) -> tf.Tensor:
         """Targets given at prediction time, converted like the training targets when they are concrete."""
         if tf.is_tensor(Y) and not hasattr(Y, "numpy"):
             # Symbolic (inside tf.function): must already be in the likelihood's convention.
             return Y
-        return tf.convert_to_tensor(self._validate_targets(_as_float_array(Y, "Y")))
+        return tf.convert_to_tensor(
+            targets_for_likelihood(self.likelihood, _as_float_array(Y, "Y"))
+        )
 
     # ----------------------------------------------------------------------------------------------
     # The shared algebra, wired to this model's state.
@@ -303,19 +304,20 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         """
         The standard SVGP ELBO at the model's current q(u): Σᵢ E_q[log p(yᵢ | fᵢ)] − KL[q(u) ‖ p(u)],
         the expectations by the likelihood's own (Gauss–Hermite) quadrature. This is the yardstick
-        to compare with :class:`gpflow.models.SVGP`; for a bound-based model it is ≥ the bound.
+        to compare with :class:`gpflow.models.SVGP`; for VIJJ it is ≥ the bound. Models change the
+        likelihood term through :meth:`_expected_log_likelihood`.
         """
         X, Y = self.data
-
-        def batch_expectations(X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-            Fmu, Fvar = self.predict_f(X)
-            return tf.reduce_sum(self.likelihood.variational_expectations(X, Fmu, Fvar, Y))
-
-        var_exp = sum_over_batches(batch_expectations, (X, Y), self.batch_size)
+        var_exp = sum_over_batches(self._expected_log_likelihood, (X, Y), self.batch_size)
         kl = gpflow.kullback_leiblers.prior_kl(
             self.inducing_variable, self.kernel, self.q_mu, self.q_sqrt, whiten=self.whiten
         )
         return var_exp - kl
+
+    def _expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        """Σᵢ E_q[log p(yᵢ | fᵢ)] over the points (X, Y), by the likelihood's own quadrature."""
+        Fmu, Fvar = self.predict_f(X)
+        return tf.reduce_sum(self.likelihood.variational_expectations(X, Fmu, Fvar, Y))
 
     def posterior(
         self, precompute_cache: PrecomputeCacheType = PrecomputeCacheType.TENSOR

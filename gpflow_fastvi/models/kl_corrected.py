@@ -21,7 +21,7 @@ from ..inducing import InducingSpec
 from ..sites.ppa import local_terms, ppa_sites, tilted_evidence, tilted_moments
 from ..training.plans import TrainingPlan, alternating_plan
 from ..types import Sites
-from ._checks import check_scalar_likelihood, targets_for_likelihood
+from ._checks import check_scalar_likelihood
 from .base import GaussianSitesModel
 
 BOUNDS = ("kl_corrected", "standard")
@@ -118,7 +118,6 @@ class KLCorrected(GaussianSitesModel):
             )
         if not (np.ndim(beta) == 0 and np.isfinite(beta) and beta > 0):
             raise ValueError(f"beta must be a positive finite number; got {beta!r}.")
-        self.likelihood = likelihood  # read by _validate_targets, called by the base constructor
         super().__init__(
             data,
             kernel,
@@ -162,9 +161,6 @@ class KLCorrected(GaussianSitesModel):
         if value not in BOUNDS:
             raise ValueError(f"bound must be one of {BOUNDS}; got {value!r}.")
         self._bound = value
-
-    def _validate_targets(self, Y: np.ndarray) -> np.ndarray:
-        return targets_for_likelihood(self.likelihood, Y)
 
     def _make_inducing_variable(
         self, inducing_variable: Optional[InducingSpec], X: np.ndarray, kmeans_seed: int
@@ -278,36 +274,27 @@ class KLCorrected(GaussianSitesModel):
             return -(self.standard_bound() + self.log_prior_density())
         return super().training_loss()
 
-    def elbo(self) -> tf.Tensor:
+    def _expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """
-        The SVGP yardstick at the stored q(f̄): Σₙ E_q(f̄ₙ)[log p(yₙ | f̄ₙ)] − KL[q(f̄) ‖ p(f̄)], where
-        p(yₙ | f̄ₙ) = ∫ p(yₙ | f) N(f | f̄ₙ, β⁻¹) df is the likelihood with the noise ε integrated out
-        (log Zₙ at mean f̄ₙ), and the expectation is by Gauss–Hermite quadrature. It is the ELBO of
+        Σₙ E_q(f̄ₙ)[log p(yₙ | f̄ₙ)] for :meth:`elbo`, where p(yₙ | f̄ₙ) = ∫ p(yₙ | f) N(f | f̄ₙ, β⁻¹) df
+        is the likelihood with the noise ε integrated out (log Zₙ at mean f̄ₙ), and the expectation
+        is by Gauss–Hermite quadrature. :meth:`elbo` is then the ELBO of
         :class:`gpflow.models.SVGP` with that likelihood at q(f̄), so it is ≤ log p(y).
         """
-        X, Y = self.data
         beta = tf.convert_to_tensor(self.beta)
         nodes, weights = np.polynomial.hermite_e.hermegauss(self.num_gauss_hermite_points)
         nodes = tf.constant(nodes[:, None, None], dtype=beta.dtype)  # [H, 1, 1]
         weights = tf.constant(weights / np.sqrt(2.0 * np.pi), dtype=beta.dtype)  # Σ = 1
-
-        def batch_expectation(X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-            Fmu, Fvar = GaussianSitesModel.predict_f(self, X)  # q(f̄ₙ), without the noise
-            F = Fmu + tf.sqrt(Fvar) * nodes  # [H, N, 1]
-            H = tf.shape(F)[0]
-            log_Z = self.likelihood.predict_log_density(
-                tf.broadcast_to(X, tf.concat([[H], tf.shape(X)], 0)),
-                F,
-                tf.ones_like(F) / beta,
-                tf.broadcast_to(Y, tf.shape(F)),
-            )  # log p(yₙ | f̄ = node h), [H, N]
-            return tf.reduce_sum(tf.tensordot(weights, log_Z, axes=1))
-
-        expectation = sum_over_batches(batch_expectation, (X, Y), self.batch_size)
-        kl = gpflow.kullback_leiblers.prior_kl(
-            self.inducing_variable, self.kernel, self.q_mu, self.q_sqrt, whiten=self.whiten
-        )
-        return expectation - kl
+        Fmu, Fvar = GaussianSitesModel.predict_f(self, X)  # q(f̄ₙ), without the noise
+        F = Fmu + tf.sqrt(Fvar) * nodes  # [H, N, 1]
+        H = tf.shape(F)[0]
+        log_Z = self.likelihood.predict_log_density(
+            tf.broadcast_to(X, tf.concat([[H], tf.shape(X)], 0)),
+            F,
+            tf.ones_like(F) / beta,
+            tf.broadcast_to(Y, tf.shape(F)),
+        )  # log p(yₙ | f̄ = node h), [H, N]
+        return tf.reduce_sum(tf.tensordot(weights, log_Z, axes=1))
 
     # ----------------------------------------------------------------------------------------------
     # Predictions of f = f̄ + ε.

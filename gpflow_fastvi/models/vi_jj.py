@@ -3,12 +3,11 @@
 from typing import Optional, Tuple
 
 import gpflow
-import numpy as np
 import tensorflow as tf
 from gpflow.base import Parameter, RegressionData
 
 from ..inducing import InducingSpec
-from ..sites._labels import binary_labels_to_01, signed_labels
+from ..sites._labels import signed_labels
 from ..sites.jaakkola_jordan import jj_optimal_xi, jj_sites
 from ..training.plans import TrainingPlan, alternating_plan
 from ..types import Sites
@@ -81,9 +80,6 @@ class VIJJ(GaussianSitesModel):
         # ξ optimal for the prior: ξ² = E_p[f²] = μ(x)² + k(x, x).
         xi = jj_optimal_xi(self.mean_function(X), self.kernel(X, full_cov=False)[:, None])
         self.xi = Parameter(xi, dtype=gpflow.config.default_float())
-
-    def _validate_targets(self, Y: np.ndarray) -> np.ndarray:
-        return binary_labels_to_01(Y)
 
     @property
     def site_parameters(self) -> Tuple[Parameter, ...]:

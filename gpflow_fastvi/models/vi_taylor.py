@@ -3,7 +3,6 @@
 from typing import Optional, Tuple
 
 import gpflow
-import numpy as np
 import tensorflow as tf
 from gpflow.base import Parameter, RegressionData
 
@@ -11,7 +10,7 @@ from ..inducing import InducingSpec
 from ..sites.taylor import taylor_sites
 from ..training.plans import TrainingPlan, alternating_plan
 from ..types import Sites
-from ._checks import check_scalar_likelihood, targets_for_likelihood
+from ._checks import check_scalar_likelihood
 from .base import GaussianSitesModel
 
 
@@ -70,7 +69,6 @@ class VITaylor(GaussianSitesModel):
         if likelihood is None:
             likelihood = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
         check_scalar_likelihood(likelihood, "VITaylor")
-        self.likelihood = likelihood  # read by _validate_targets, called by the base constructor
         super().__init__(
             data,
             kernel,
@@ -85,9 +83,6 @@ class VITaylor(GaussianSitesModel):
         X, _ = self.data
         # Expansion at the prior mean: the mean of q(f) for the initial q(u) = p(u).
         self.xi = Parameter(self.mean_function(X), trainable=False)
-
-    def _validate_targets(self, Y: np.ndarray) -> np.ndarray:
-        return targets_for_likelihood(self.likelihood, Y)
 
     @property
     def site_parameters(self) -> Tuple[Parameter, ...]:
