@@ -8,6 +8,10 @@ on one data set for the same time budget each, prints a table, and writes a figu
 ``gpflow-fastvi kl-correction`` reruns the experiments of King & Lawrence with
 :class:`~gpflow_fastvi.KLCorrected` (see :mod:`gpflow_fastvi.kl_correction`).
 
+``gpflow-fastvi bench`` runs every model and GPflow baseline on the benchmark sets into
+``results.json``; ``gpflow-fastvi plot`` draws its figures and table; ``gpflow-fastvi scaling``
+times one update of the shared core against n and m (see :mod:`gpflow_fastvi.benchmarks`).
+
 Only the standard library is imported at module level, so ``gpflow-fastvi --help`` answers without
 loading TensorFlow.
 """
@@ -23,6 +27,7 @@ DEFAULT_OUT = "compare-output"
 METHOD_NAMES: Tuple[str, ...] = (
     "VIJJ",
     "VITaylor",
+    "KLCorrected",
     "PolyaGammaSVGP",
     "SVGP + Scipy",
     "SVGP + Adam",
@@ -246,7 +251,198 @@ def build_parser() -> argparse.ArgumentParser:
         default="kl-correction-output",
         help="output folder (default: kl-correction-output)",
     )
+    _add_bench_commands(commands)
     return parser
+
+
+BENCH_SET_NAMES: Tuple[str, ...] = (
+    "banana",
+    "german",
+    "svmguide1",
+    "ijcnn1",
+    "a9a",
+    "breast_cancer",
+    "diabetis",
+    "heart",
+    "german_raetsch",
+)
+"""``gpflow_fastvi.datasets.BENCHMARK_SETS``, repeated so that ``--help`` does not load NumPy."""
+BENCH_DEFAULT_SETS: Tuple[str, ...] = ("german", "svmguide1", "banana", "ijcnn1", "a9a")
+"""``gpflow_fastvi.benchmarks.runs.DEFAULT_DATASETS``, likewise."""
+BENCH_MODELS: Tuple[str, ...] = (
+    "VIJJ",
+    "VITaylor",
+    "KLCorrected",
+    "PolyaGammaSVGP",
+    "SVGP + Scipy",
+    "SVGP + Adam",
+    "SVGP + NatGrad + Adam",
+)
+"""``gpflow_fastvi.benchmarks.runs.MODELS``, likewise."""
+
+
+def _choice_list(choices: Tuple[str, ...], what: str) -> Callable[[str], Tuple[str, ...]]:
+    """Parse a comma-separated subset of ``choices`` (any case; ``all`` for every one)."""
+    by_lower = {choice.lower(): choice for choice in choices}
+
+    def parse(text: str) -> Tuple[str, ...]:
+        parts = [part.strip().lower() for part in text.split(",")]
+        if parts == ["all"]:
+            return choices
+        unknown = [part for part in parts if part not in by_lower]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown {what} {', '.join(map(repr, unknown))}; choose from "
+                f"{', '.join(choices)}, or 'all'"
+            )
+        return tuple(dict.fromkeys(by_lower[part] for part in parts))
+
+    return parse
+
+
+def _float_list(text: str) -> Tuple[float, ...]:
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers, got {text!r}"
+        ) from None
+    if not all(value > 0 for value in values):
+        raise argparse.ArgumentTypeError(f"must all be positive, got {text}")
+    return values
+
+
+def _int_list(text: str) -> Tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not all(value > 0 for value in values):
+        raise argparse.ArgumentTypeError(f"must all be positive, got {text}")
+    return values
+
+
+def _add_bench_commands(commands: Any) -> None:
+    bench = commands.add_parser(
+        "bench",
+        help="every model and GPflow baseline on the benchmark sets, traced into results.json",
+        description=(
+            "Train every model with its defaults and the GPflow baselines (SVGP + Scipy, "
+            "SVGP + Adam at each rate of --adam-grid, SVGP + NatGrad + Adam) on the same kernel "
+            "start, fixed k-means inducing inputs and logit link, for the same wall-clock budget "
+            "each; record test accuracy, test NLL and ELBO against training time. results.json "
+            "in --out is rewritten after every method, and runs already in it are skipped, so "
+            "an interrupted run can be continued by running the same command again. Data sets "
+            "other than banana are read from --data-dir and verified against their checksums; "
+            "nothing is downloaded. Draw the results with `gpflow-fastvi plot DIR`."
+        ),
+    )
+    bench.add_argument(
+        "--datasets",
+        metavar="LIST",
+        type=_choice_list(BENCH_SET_NAMES, "data set(s)"),
+        default=BENCH_DEFAULT_SETS,
+        help=f"comma-separated sets from {', '.join(BENCH_SET_NAMES)}, or 'all' (default: "
+        f"{','.join(BENCH_DEFAULT_SETS)})",
+    )
+    bench.add_argument(
+        "--models",
+        metavar="LIST",
+        type=_choice_list(BENCH_MODELS, "model(s)"),
+        default=BENCH_MODELS,
+        help=f"comma-separated, quoted, from {', '.join(BENCH_MODELS)}; or 'all' (default: all)",
+    )
+    bench.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        default=None,
+        help=f"directory holding the benchmark files (default: ${DATA_DIR_VARIABLE}); banana "
+        "needs none",
+    )
+    bench.add_argument(
+        "--inducing",
+        metavar="M",
+        type=_positive(int),
+        default=100,
+        help="inducing inputs, fixed at k-means centres (default: 100)",
+    )
+    bench.add_argument(
+        "--time-budget",
+        metavar="S",
+        type=_positive(float),
+        default=60.0,
+        help="training seconds per method and run (default: 60)",
+    )
+    bench.add_argument(
+        "--repeats",
+        metavar="R",
+        type=_positive(int),
+        default=1,
+        help="runs per set, seeds 0..R-1 (split, k-means, mini-batches) (default: 1)",
+    )
+    bench.add_argument(
+        "--adam-grid",
+        metavar="LRS",
+        type=_float_list,
+        default=(0.001, 0.01, 0.1),
+        help="SVGP + Adam's learning rates; 0.01 is always added (default: 0.001,0.01,0.1)",
+    )
+    bench.add_argument(
+        "--batch-size",
+        metavar="B",
+        type=_positive(int),
+        default=100,
+        help="mini-batch size of the stochastic methods (default: 100)",
+    )
+    bench.add_argument(
+        "--out", metavar="DIR", default="bench-output", help="(default: bench-output)"
+    )
+    bench.add_argument("--progress", action="store_true", help="show a progress bar per method")
+
+    plot = commands.add_parser(
+        "plot",
+        help="figures and a Markdown table from a bench results folder",
+        description=(
+            "Read DIR/results.json and write DIR/bench.png (accuracy and NLL against time, one "
+            "column per data set), DIR/<set>.png and DIR/table.md (final accuracy and NLL, time "
+            "to target, and its ratio to each baseline)."
+        ),
+    )
+    plot.add_argument("dir", metavar="DIR", help="the --out folder of gpflow-fastvi bench")
+
+    scaling = commands.add_parser(
+        "scaling",
+        help="seconds per full-batch update of the shared core against n and m",
+        description=(
+            "Time one compiled update (VIJJ.update_sites) on synthetic data for each n at "
+            "m = --fixed-m and each m at n = --fixed-n, beside the floor 2·n·m² / (the machine's "
+            "measured float64 matmul rate). Writes scaling.json, scaling.md and scaling.png."
+        ),
+    )
+    scaling.add_argument(
+        "--n",
+        metavar="LIST",
+        type=_int_list,
+        default=(1_000, 10_000, 100_000, 1_000_000),
+        help="numbers of points (default: 1000,10000,100000,1000000)",
+    )
+    scaling.add_argument(
+        "--m",
+        metavar="LIST",
+        type=_int_list,
+        default=(25, 50, 100, 200, 400, 800),
+        help="numbers of inducing inputs (default: 25,50,100,200,400,800)",
+    )
+    scaling.add_argument("--fixed-m", metavar="M", type=_positive(int), default=100)
+    scaling.add_argument("--fixed-n", metavar="N", type=_positive(int), default=10_000)
+    scaling.add_argument(
+        "--repeats", metavar="R", type=_positive(int), default=3, help="timed calls (default: 3)"
+    )
+    scaling.add_argument(
+        "--out", metavar="DIR", default="scaling-output", help="(default: scaling-output)"
+    )
 
 
 RAETSCH_NAMES: Tuple[str, ...] = ("banana", "breast_cancer", "diabetis", "german", "heart")
@@ -375,6 +571,90 @@ def _kl_correction(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from .datasets.loaders import BENCH_INSTALL_HINT
+
+    if importlib.util.find_spec("sklearn") is None:
+        return _fail(
+            f"the benchmark sets are LIBSVM files, read with scikit-learn: {BENCH_INSTALL_HINT}"
+        )
+    from .benchmarks.runs import RESULTS_FILE, run_bench
+
+    try:
+        run_bench(
+            args.datasets,
+            args.models,
+            out=args.out,
+            num_inducing=args.inducing,
+            time_budget=args.time_budget,
+            repeats=args.repeats,
+            data_dir=args.data_dir,
+            adam_grid=args.adam_grid,
+            batch_size=args.batch_size,
+            progress=args.progress,
+            log=lambda line: print(line, flush=True),
+        )
+    except KeyboardInterrupt:
+        print(
+            f"\ninterrupted: {os.path.join(args.out, RESULTS_FILE)} holds every method that "
+            "finished; run the same command again to go on",
+            file=sys.stderr,
+        )
+        return 130
+    except (OSError, ValueError) as error:  # missing or damaged data, mismatched results file
+        return _fail(error)
+    print(
+        f"Wrote {os.path.join(args.out, RESULTS_FILE)}; draw it with: gpflow-fastvi plot {args.out}"
+    )
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from .datasets.loaders import BENCH_INSTALL_HINT
+
+    if importlib.util.find_spec("matplotlib") is None:
+        return _fail(f"plot needs matplotlib: {BENCH_INSTALL_HINT}")
+    from .benchmarks.report import write_report
+
+    try:
+        written = write_report(args.dir)
+    except (OSError, ValueError) as error:
+        return _fail(error)
+    for path in written:
+        print(f"Wrote {path}")
+    return 0
+
+
+def _scaling(args: argparse.Namespace) -> int:
+    import json
+
+    from .datasets.loaders import BENCH_INSTALL_HINT
+
+    if importlib.util.find_spec("matplotlib") is None:
+        return _fail(f"the scaling figure needs matplotlib: {BENCH_INSTALL_HINT}")
+    from .benchmarks import scaling
+
+    result = scaling.run_scaling(
+        args.n,
+        args.m,
+        fixed_m=args.fixed_m,
+        fixed_n=args.fixed_n,
+        repeats=args.repeats,
+        log=lambda line: print(line, flush=True),
+    )
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "scaling.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    table = scaling.markdown_table(result)
+    with open(os.path.join(args.out, "scaling.md"), "w", encoding="utf-8") as f:
+        f.write(table)
+    scaling.plot_scaling(result, os.path.join(args.out, "scaling.png"))
+    print()
+    print(table)
+    print(f"Wrote scaling.json, scaling.md and scaling.png in {args.out}")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     Run ``gpflow-fastvi`` with ``argv`` (default: the command line) and return the exit status.
@@ -390,6 +670,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _compare(args)
     if args.command == "kl-correction":
         return _kl_correction(args)
+    if args.command == "bench":
+        return _bench(args)
+    if args.command == "plot":
+        return _plot(args)
+    if args.command == "scaling":
+        return _scaling(args)
     parser.error(f"unknown command {args.command!r}")  # unreachable: argparse checks the choice
     return 2
 

@@ -9,6 +9,8 @@ otherwise) start from the same point and are timed the same way. The fast ones:
   L-BFGS on the collapsed bound in the hyperparameters);
 * ``"VITaylor"``: :func:`gpflow_fastvi.fit` on :class:`~gpflow_fastvi.VITaylor` (the same scheme
   with Taylor sites);
+* ``"KLCorrected"``: :func:`gpflow_fastvi.fit` on a sparse :class:`~gpflow_fastvi.KLCorrected`
+  (EM: closed-form q(f̄) and q(fₙ), L-BFGS on the KL-corrected bound in the hyperparameters);
 * ``"PolyaGammaSVGP"``: :func:`gpflow_fastvi.fit` on :class:`~gpflow_fastvi.PolyaGammaSVGP`
   (mini-batch SVI: closed-form natural-gradient steps on q(u), Adam on the hyperparameters),
   evaluated about :data:`PG_EVALUATIONS_PER_PASS` times per pass over the data and run until the
@@ -18,13 +20,17 @@ The baselines (their names start with ``"SVGP"``):
 
 * ``"SVGP + Scipy"``: :class:`gpflow.models.SVGP` trained full-batch by
   :class:`gpflow.optimizers.Scipy` (L-BFGS-B over q(u) and the hyperparameters);
-* ``"SVGP + Adam"``: the same SVGP trained by mini-batch Adam (stochastic variational inference);
+* ``"SVGP + Adam"``: the same SVGP trained by mini-batch Adam (stochastic variational inference)
+  at the learning rate ``adam_lr``; ``"SVGP + Adam (lr 0.1)"`` (see :func:`adam_method`) names the
+  same method at another learning rate, so that one comparison can hold a grid of them;
 * ``"SVGP + NatGrad + Adam"``: the same SVGP, each mini-batch step a
   :class:`gpflow.optimizers.NaturalGradient` step (γ = :data:`NATGRAD_GAMMA`) on q(u) followed by
   an Adam step on the hyperparameters, both on the same mini-batch.
 
 Shared set-up: a :class:`~gpflow.kernels.SquaredExponential` kernel with one lengthscale per input
-dimension, all initialised at 1.0 (the data are expected standardised), variance 1.0; the same fixed
+dimension, all initialised at √D (the data are expected standardised, so that two points are about
+√(2D) apart: at lengthscale 1 in 24 dimensions K is nearly diagonal, and on german every method
+settles at the constant predictor), variance 1.0; the same fixed
 (not trained) k-means inducing inputs; the logit link, ``Bernoulli(invlink=tf.sigmoid)``; the same
 mini-batch size and Adam learning rate for every mini-batch method.
 
@@ -36,7 +42,8 @@ quantity for every method, GPflow's SVGP ELBO (by quadrature) at the method's q(
 for the baselines; :meth:`VIJJ.elbo` and :meth:`VITaylor.elbo` for VIJJ and VITaylor (for VIJJ it
 lies above the Jaakkola–Jordan bound VIJJ optimises; VITaylor's own objective is an approximation,
 not a bound); ``gpflow.models.SVGP.elbo(model, data)`` for PolyaGammaSVGP, whose own ``elbo`` is
-the closed-form Pólya-Gamma bound, which lies below it.
+the closed-form Pólya-Gamma bound, which lies below it; :meth:`KLCorrected.elbo` for KLCorrected
+(the SVGP ELBO of its predictive, the noise ε integrated out).
 
 TensorFlow and GPflow are imported with this module; keep it out of ``gpflow_fastvi/__init__.py``.
 """
@@ -57,6 +64,7 @@ from .datasets.loaders import BENCH_INSTALL_HINT, PathLike
 
 VIJJ_NAME = "VIJJ"
 VITAYLOR_NAME = "VITaylor"
+KLC_NAME = "KLCorrected"
 PG_NAME = "PolyaGammaSVGP"
 SCIPY_NAME = "SVGP + Scipy"
 ADAM_NAME = "SVGP + Adam"
@@ -64,17 +72,19 @@ NATGRAD_NAME = "SVGP + NatGrad + Adam"
 ALL_METHODS: Tuple[str, ...] = (
     VIJJ_NAME,
     VITAYLOR_NAME,
+    KLC_NAME,
     PG_NAME,
     SCIPY_NAME,
     ADAM_NAME,
     NATGRAD_NAME,
 )
-"""Every method :func:`run_comparison` knows, fast ones first, then the SVGP baselines."""
+"""Every method :func:`run_comparison` knows, fast ones first, then the SVGP baselines (and
+``"SVGP + Adam (lr X)"`` for any learning rate X; see :func:`adam_method`)."""
 DEFAULT_METHODS: Tuple[str, ...] = (VIJJ_NAME, SCIPY_NAME, ADAM_NAME)
 """The methods :func:`run_comparison` runs unless given ``methods``."""
 METHODS = DEFAULT_METHODS
 """The former name of :data:`DEFAULT_METHODS`."""
-FAST_METHODS: Tuple[str, ...] = (VIJJ_NAME, VITAYLOR_NAME, PG_NAME)
+FAST_METHODS: Tuple[str, ...] = (VIJJ_NAME, VITAYLOR_NAME, KLC_NAME, PG_NAME)
 """The methods of this package; the table gives their time-to-target ratios against baselines."""
 BASELINE_PREFIX = "SVGP"
 """Methods whose names start with this are GPflow baselines."""
@@ -97,6 +107,23 @@ NATGRAD_GAMMA = 0.1
 
 Row = Dict[str, float]
 Trace = List[Row]
+
+
+def adam_method(learning_rate: float) -> str:
+    """The name of SVGP + Adam at ``learning_rate``, e.g. ``"SVGP + Adam (lr 0.001)"``."""
+    return f"{ADAM_NAME} (lr {learning_rate:g})"
+
+
+def adam_learning_rate(method: str) -> Optional[float]:
+    """The learning rate named by :func:`adam_method`'s ``method``; None for any other name."""
+    prefix, suffix = f"{ADAM_NAME} (lr ", ")"
+    if not (method.startswith(prefix) and method.endswith(suffix)):
+        return None
+    try:
+        learning_rate = float(method[len(prefix) : -len(suffix)])
+    except ValueError:
+        return None
+    return learning_rate if learning_rate > 0.0 else None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -175,8 +202,8 @@ def _advance(bar: Any, seconds: float) -> None:
 
 
 def _make_kernel(D: int) -> gpflow.kernels.Kernel:
-    """SE kernel, ARD lengthscales all 1.0, variance 1.0: the same start for every method."""
-    return gpflow.kernels.SquaredExponential(variance=1.0, lengthscales=np.ones(D))
+    """SE kernel, ARD lengthscales all √D, variance 1.0: the same start for every method."""
+    return gpflow.kernels.SquaredExponential(variance=1.0, lengthscales=np.full(D, np.sqrt(D)))
 
 
 def _make_likelihood() -> gpflow.likelihoods.Likelihood:
@@ -207,12 +234,17 @@ def _run_data_holding_model(
     time_budget: float,
     progress: bool,
 ) -> Trace:
-    """VIJJ or VITaylor (``model_name``), trained by :func:`gpflow_fastvi.fit` with its defaults."""
+    """
+    VIJJ, VITaylor or KLCorrected (``model_name``), trained by :func:`gpflow_fastvi.fit` with its
+    defaults.
+    """
     import gpflow_fastvi
 
     X, _ = data
     model_class = getattr(gpflow_fastvi, model_name)
-    model = model_class(data, _make_kernel(X.shape[1]), Z.copy(), likelihood=_make_likelihood())
+    model = model_class(
+        data, _make_kernel(X.shape[1]), likelihood=_make_likelihood(), inducing_variable=Z.copy()
+    )
     metrics = _metrics_function(model, model.elbo, *test)
     initial = {"iteration": 0, "time": 0.0, **metrics()}
     trace = gpflow_fastvi.fit(
@@ -476,11 +508,13 @@ _ELBO_NOTES = {
     VIJJ_NAME: f"{VIJJ_NAME}: model.elbo(), above its own Jaakkola-Jordan bound",
     VITAYLOR_NAME: f"{VITAYLOR_NAME}: model.elbo(); its own objective is an approximation",
     PG_NAME: f"{PG_NAME}: gpflow.models.SVGP.elbo, above its own Polya-Gamma bound",
+    KLC_NAME: f"{KLC_NAME}: model.elbo(), of its predictive",
 }
 
 _STYLES = {  # a fixed look per method, so that a method looks the same in every figure
     VIJJ_NAME: ("C0", "-"),
     VITAYLOR_NAME: ("C4", "-"),
+    KLC_NAME: ("C6", "-"),
     PG_NAME: ("C3", "-"),
     SCIPY_NAME: ("C1", "--"),
     ADAM_NAME: ("C2", ":"),
@@ -491,8 +525,56 @@ _STYLES = {  # a fixed look per method, so that a method looks the same in every
 def _line_style(method: str, index: int) -> Dict[str, Any]:
     """Matplotlib keywords for ``method``'s line; ``index`` (its place) picks one for other names."""
     default = (f"C{(len(_STYLES) + index) % 10}", ("-", "--", "-.", ":")[index % 4])
+    if method not in _STYLES and adam_learning_rate(method) is not None:
+        default = (default[0], _STYLES[ADAM_NAME][1])  # SVGP + Adam at another rate: Adam's line
     color, linestyle = _STYLES.get(method, default)
     return {"color": color, "linestyle": linestyle, "label": method}
+
+
+def matplotlib_figure() -> Any:
+    """matplotlib's :class:`~matplotlib.figure.Figure`, or an ImportError saying how to get it."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as error:
+        raise ImportError(
+            f"Plotting needs matplotlib, which comes with the [bench] extra: {BENCH_INSTALL_HINT}"
+        ) from error
+    return Figure
+
+
+def draw_traces(
+    accuracy_axes: Any,
+    nll_axes: Any,
+    traces: Dict[str, Trace],
+    targets: Optional[Tuple[float, float]] = None,
+) -> None:
+    """
+    Draw test accuracy and test NLL against training wall-clock time (log axis) on two matplotlib
+    axes, one line per method in its fixed style, and ``(accuracy, nll)`` targets as thin grey
+    dashed lines.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    for index, (method, rows) in enumerate(traces.items()):
+        style = _line_style(method, index)
+        shown = [row for row in rows if row["time"] > 0.0]  # t = 0 has no place on a log axis
+        times = [row["time"] for row in shown]
+        if len(shown) == 1:
+            style["marker"] = "o"  # one point draws no line
+        accuracy_axes.plot(times, [row["test_accuracy"] for row in shown], **style)
+        nll_axes.plot(times, [row["test_nll"] for row in shown], **style)
+    if targets is not None:
+        accuracy_target, nll_target = targets
+        accuracy_axes.axhline(accuracy_target, color="grey", linestyle="--", linewidth=0.8)
+        nll_axes.axhline(nll_target, color="grey", linestyle="--", linewidth=0.8, label="target")
+    for axes, label in ((accuracy_axes, "test accuracy"), (nll_axes, "test NLL")):
+        axes.set_xscale("log")
+        axes.xaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+        axes.xaxis.set_major_formatter(FuncFormatter(lambda seconds, _: f"{seconds:g}"))
+        axes.xaxis.set_minor_formatter(NullFormatter())
+        axes.set_xlabel("training wall-clock time [s]")
+        axes.set_ylabel(label)
+        axes.grid(True, which="both", alpha=0.3)
 
 
 @dataclass
@@ -670,36 +752,10 @@ class ComparisonResult:
 
         :raises ImportError: if matplotlib (the ``[bench]`` extra) is not installed.
         """
-        try:
-            from matplotlib.figure import Figure
-            from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-        except ImportError as error:
-            raise ImportError(
-                f"Plotting the comparison needs matplotlib, which comes with the [bench] extra: "
-                f"{BENCH_INSTALL_HINT}"
-            ) from error
-
+        Figure = matplotlib_figure()
         figure = Figure(figsize=(11.0, 4.2), layout="constrained")
         accuracy_axes, nll_axes = figure.subplots(1, 2)
-        for index, (method, rows) in enumerate(self.traces.items()):
-            style = _line_style(method, index)
-            shown = [row for row in rows if row["time"] > 0.0]  # t = 0 has no place on a log axis
-            times = [row["time"] for row in shown]
-            if len(shown) == 1:
-                style["marker"] = "o"  # one point draws no line
-            accuracy_axes.plot(times, [row["test_accuracy"] for row in shown], **style)
-            nll_axes.plot(times, [row["test_nll"] for row in shown], **style)
-        accuracy_target, nll_target = self.targets
-        accuracy_axes.axhline(accuracy_target, color="grey", linestyle="--", linewidth=0.8)
-        nll_axes.axhline(nll_target, color="grey", linestyle="--", linewidth=0.8, label="target")
-        for axes, label in ((accuracy_axes, "test accuracy"), (nll_axes, "test NLL")):
-            axes.set_xscale("log")
-            axes.xaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
-            axes.xaxis.set_major_formatter(FuncFormatter(lambda seconds, _: f"{seconds:g}"))
-            axes.xaxis.set_minor_formatter(NullFormatter())
-            axes.set_xlabel("training wall-clock time [s]")
-            axes.set_ylabel(label)
-            axes.grid(True, which="both", alpha=0.3)
+        draw_traces(accuracy_axes, nll_axes, self.traces, self.targets)
         nll_axes.legend()
         if title:
             figure.suptitle(title)
@@ -723,6 +779,13 @@ class ComparisonResult:
 # --------------------------------------------------------------------------------------------------
 # The job
 # --------------------------------------------------------------------------------------------------
+
+
+def _adam_runner(
+    method: str, learning_rate: float, minibatch: Tuple[Any, ...]
+) -> Callable[[], Trace]:
+    """SVGP + Adam at ``learning_rate``, run under the name ``method``."""
+    return lambda: _run_svgp_minibatch(method, _adam_step(learning_rate), *minibatch)
 
 
 def _check_inputs(
@@ -770,11 +833,15 @@ def _check_methods(methods: Sequence[str]) -> Tuple[str, ...]:
     """``methods`` as a tuple without repeats; a ValueError names any unknown one."""
     if isinstance(methods, str):
         methods = [methods]
-    unknown = [method for method in methods if method not in ALL_METHODS]
+    unknown = [
+        method
+        for method in methods
+        if method not in ALL_METHODS and adam_learning_rate(method) is None
+    ]
     if unknown:
         raise ValueError(
             f"unknown method(s) {', '.join(map(repr, unknown))}; the methods are "
-            f"{', '.join(map(repr, ALL_METHODS))}"
+            f"{', '.join(map(repr, ALL_METHODS))}, or {adam_method(0.1)!r} for another Adam rate"
         )
     if not methods:
         raise ValueError(f"methods is empty; choose from {', '.join(map(repr, ALL_METHODS))}")
@@ -794,6 +861,7 @@ def run_comparison(
     batch_size: int = 100,
     seed: int = 0,
     progress: bool = False,
+    on_method_done: Optional[Callable[[str, Trace], None]] = None,
 ) -> ComparisonResult:
     """
     Train each of ``methods`` on the same data from the same start, each for ``time_budget``
@@ -818,6 +886,8 @@ def run_comparison(
     :param batch_size: mini-batch size of SVGP + Adam, SVGP + NatGrad + Adam and PolyaGammaSVGP.
     :param seed: seeds k-means, TensorFlow and the mini-batch order.
     :param progress: show a progress bar per method.
+    :param on_method_done: called as ``on_method_done(method, trace)`` as soon as each method has
+        run, so that a caller can save what has finished.
     :raises ValueError: for an unknown method name, or bad data or settings.
     """
     methods = _check_methods(methods)
@@ -850,12 +920,20 @@ def run_comparison(
             VITAYLOR_NAME: lambda: _run_data_holding_model(
                 "VITaylor", data, test, Z, time_budget, show
             ),
+            KLC_NAME: lambda: _run_data_holding_model(
+                "KLCorrected", data, test, Z, time_budget, show
+            ),
             PG_NAME: lambda: _run_polya_gamma(adam_lr, *minibatch),
             SCIPY_NAME: lambda: _run_svgp_scipy(data, test, Z, time_budget, show),
             ADAM_NAME: lambda: _run_svgp_minibatch(ADAM_NAME, _adam_step(adam_lr), *minibatch),
             NATGRAD_NAME: lambda: _run_svgp_minibatch(
                 NATGRAD_NAME, _natgrad_adam_step(adam_lr), *minibatch
             ),
+            **{
+                method: _adam_runner(method, adam_learning_rate(method), minibatch)
+                for method in methods
+                if adam_learning_rate(method) is not None
+            },
         }
 
     _warm_up(runners, methods)
@@ -863,6 +941,8 @@ def run_comparison(
     for method in methods:
         tf.random.set_seed(seed)
         traces[method] = timed[method]()
+        if on_method_done is not None:
+            on_method_done(method, traces[method])
     settings = {
         "n_train": N,
         "n_test": X_test.shape[0],
@@ -880,7 +960,7 @@ def run_comparison(
             if PG_NAME in methods
             else {}
         ),
-        "kernel": "SquaredExponential, ARD, lengthscales 1.0, variance 1.0",
+        "kernel": "SquaredExponential, ARD, lengthscales sqrt(D), variance 1.0",
         "likelihood": "Bernoulli(invlink=tf.sigmoid)",
         "inducing_points": "k-means on X_train, fixed",
         "check_shapes": get_enable_check_shapes().value,
@@ -895,6 +975,11 @@ __all__ = [
     "ACCURACY_TOLERANCE",
     "ADAM_EVALUATIONS",
     "ADAM_NAME",
+    "KLC_NAME",
+    "adam_learning_rate",
+    "adam_method",
+    "draw_traces",
+    "matplotlib_figure",
     "ALL_METHODS",
     "BASELINE_PREFIX",
     "ComparisonResult",

@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import gpflow
 import numpy as np
 
-from .datasets import load_banana, load_banana_split1, load_csv
+from .datasets import BENCHMARK_SETS, benchmark_files, load_banana_split1, load_csv
 from .models.kl_corrected import BOUNDS, KLCorrected
 from .training import fit
 
@@ -33,8 +33,8 @@ from .training import fit
 class RaetschSet:
     """One benchmark set and the figures of the paper's Table 1 for it."""
 
-    file: Optional[str]
-    """The file under ``raetsch_bsvm/`` (label ±1 last), or None for the bundled banana set."""
+    benchmark: str
+    """Its name in :data:`gpflow_fastvi.datasets.BENCHMARK_SETS`, which finds and verifies it."""
     num_train: int
     """The usual Rätsch training size; the rest of the (unique) patterns is the test set."""
     paper_error: Tuple[float, float]
@@ -44,11 +44,11 @@ class RaetschSet:
 
 
 RAETSCH_SETS: Dict[str, RaetschSet] = {
-    "banana": RaetschSet(None, 400, (10.9, 0.5), 19.9),
-    "breast_cancer": RaetschSet("Processed_BreastCancer.data", 200, (29.4, 5.0), 21.9),
-    "diabetis": RaetschSet("Processed_Diabetis.data", 468, (23.0, 2.0), 8.75),
-    "german": RaetschSet("Processed_German.data", 700, (23.9, 2.0), 103.0),
-    "heart": RaetschSet("Processed_Heart.data", 170, (17.0, 3.0), 18.1),
+    "banana": RaetschSet("banana", 400, (10.9, 0.5), 19.9),
+    "breast_cancer": RaetschSet("breast_cancer", 200, (29.4, 5.0), 21.9),
+    "diabetis": RaetschSet("diabetis", 468, (23.0, 2.0), 8.75),
+    "german": RaetschSet("german_raetsch", 700, (23.9, 2.0), 103.0),
+    "heart": RaetschSet("heart", 170, (17.0, 3.0), 18.1),
 }
 
 
@@ -63,17 +63,9 @@ def load_split(
     spec = RAETSCH_SETS[name]
     if name == "banana" and split == 0:
         return load_banana_split1()
-    if spec.file is None:
-        X, Y = load_banana()
-    else:
-        if data_dir is None:
-            raise FileNotFoundError(
-                f"The {name} set is not bundled: pass --data-dir (or set GPFLOW_FASTVI_DATA) to a "
-                f"directory holding raetsch_bsvm/{spec.file}."
-            )
-        X, Y = load_csv(
-            os.path.join(data_dir, "raetsch_bsvm", spec.file), label_column=-1, header=False
-        )
+    benchmark = BENCHMARK_SETS[spec.benchmark]
+    (path,) = benchmark_files(spec.benchmark, data_dir)
+    X, Y = load_csv(path, label_column=benchmark.label_column, header=False)
     order = np.random.default_rng(split).permutation(len(X))
     train, test = order[: spec.num_train], order[spec.num_train :]
     return X[train], Y[train], X[test], Y[test]

@@ -44,3 +44,33 @@ def banana_split():
     X_train, Y_train, X_test, Y_test = train_test_split(X, Y, test_fraction=0.2, seed=0)
     X_train, X_test = standardise(X_train, X_test)
     return X_train, Y_train, X_test, Y_test
+
+
+@pytest.fixture
+def fake_benchmark(monkeypatch, tmp_path):
+    """
+    ``fake_benchmark(name, {relative path: text})`` writes the files under a fresh data directory,
+    points the registry entry ``name`` at their checksums (so that they verify) and returns the
+    directory. For testing the data layer and the jobs without the real benchmark files.
+    """
+    import dataclasses
+
+    from gpflow_fastvi.datasets import BENCHMARK_SETS
+    from gpflow_fastvi.datasets.registry import DataFile, sha256_of
+
+    data_dir = tmp_path / "data"
+
+    def make(name, files):
+        written = []
+        for relative, text in files.items():
+            path = data_dir.joinpath(*relative.split("/"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            written.append(DataFile(relative, sha256_of(path)))
+        replaced = dict(train=written[0], test=written[1] if len(written) > 1 else None)
+        monkeypatch.setitem(
+            BENCHMARK_SETS, name, dataclasses.replace(BENCHMARK_SETS[name], **replaced)
+        )
+        return data_dir
+
+    return make

@@ -39,22 +39,21 @@ def test_unknown_data_set_is_a_usage_error(capsys) -> None:
     assert "titanic" in capsys.readouterr().err
 
 
-def _write_heart_like(folder: Path, N: int = 270, D: int = 13, seed: int = 0) -> None:
+def _heart_like(N: int = 270, D: int = 13, seed: int = 0) -> str:
+    """A near-linear problem shaped like Rätsch's heart file (label ±1 last)."""
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(N, D))
     y = np.where(X[:, 0] + 0.5 * X[:, 1] + 0.5 * rng.normal(size=N) > 0, 1.0, -1.0)
-    (folder / "raetsch_bsvm").mkdir()
-    rows = [",".join(f"{v!r}" for v in x) + f",{label}" for x, label in zip(X, y)]
-    (folder / "raetsch_bsvm" / "Processed_Heart.data").write_text("\n".join(rows) + "\n")
+    return "\n".join(",".join(f"{v!r}" for v in x) + f",{label}" for x, label in zip(X, y)) + "\n"
 
 
-def test_a_short_run_writes_json_table_and_figure(tmp_path: Path) -> None:
-    _write_heart_like(tmp_path)
+def test_a_short_run_writes_json_table_and_figure(tmp_path: Path, fake_benchmark) -> None:
+    data_dir = fake_benchmark("heart", {"raetsch_bsvm/Processed_Heart.data": _heart_like()})
     out = tmp_path / "out"
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
         status = main(
-            ["kl-correction", "--datasets", "heart", "--data-dir", str(tmp_path)]
+            ["kl-correction", "--datasets", "heart", "--data-dir", str(data_dir)]
             + ["--splits", "2", "--max-iter", "4", "--out", str(out)]
         )
     assert status == 0
