@@ -605,6 +605,8 @@ class ComparisonResult:
         test NLL over methods plus :data:`NLL_TOLERANCE`.
         """
         finals = [self.final(method) for method in self.traces]
+        # A method that ended at a NaN or infinite NLL (a diverged baseline) sets no target.
+        finals = [row for row in finals if np.isfinite(row["test_nll"])] or finals
         best_accuracy = max(row["test_accuracy"] for row in finals)
         best_nll = min(row["test_nll"] for row in finals)
         return best_accuracy - ACCURACY_TOLERANCE, best_nll + NLL_TOLERANCE

@@ -212,3 +212,18 @@ def test_scaling_writes_times_beside_the_matmul_floor(tmp_path: Path) -> None:
         assert row["times_floor"] == pytest.approx(row["seconds"] / floor)
     assert "| 400 | 8 |" in (tmp_path / "scaling.md").read_text()
     assert (tmp_path / "scaling.png").read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_a_diverged_adam_rate_is_never_the_best_and_sets_no_target() -> None:
+    results = _results()
+    for run in results["runs"]:
+        if run["method"] == "SVGP + Adam (lr 0.1)":
+            run["rows"][-1] = _row(30.0, 0.95, float("nan"))  # NaN NLL, as Adam at 0.1 on ijcnn1
+    (repeat,) = report.collect(results)["toy"]
+    assert repeat.best_adam_lr == 0.01
+    comparison = repeat.comparison
+    assert comparison.targets == (pytest.approx(0.895), pytest.approx(0.26))
+    diverged = compare.ComparisonResult(
+        traces={"VIJJ": results["runs"][0]["rows"], "SVGP + Adam": [_row(1.0, 0.95, np.nan)]}
+    )
+    assert diverged.targets == (pytest.approx(0.895), pytest.approx(0.26))

@@ -46,6 +46,12 @@ RATIO_GOAL_SMALL = 0.5
 """Goal on small sets: the fast models need ≤ 0.5× the time of SVGP + Scipy."""
 
 
+def _final_score(rows: List[Dict[str, Any]]) -> Tuple[float, float]:
+    """Sort key of a trace's end: lowest test NLL first (NaN or inf last), then best accuracy."""
+    nll = rows[-1]["test_nll"]
+    return (nll if np.isfinite(nll) else np.inf), -rows[-1]["test_accuracy"]
+
+
 class Repeat:
     """One repeat on one data set: the methods shown, their comparison, and the best Adam rate."""
 
@@ -64,9 +70,7 @@ class Repeat:
                 traces[run["method"]] = run["rows"]
             elif rate == min(grid):  # the grid's place in the order of methods
                 if len(grid) > 1:
-                    self.best_adam_lr = min(
-                        grid, key=lambda r: (grid[r][-1]["test_nll"], -grid[r][-1]["test_accuracy"])
-                    )
+                    self.best_adam_lr = min(grid, key=lambda r: _final_score(grid[r]))
                     traces[BEST_ADAM] = grid[self.best_adam_lr]
                 if DEFAULT_ADAM_LR in grid:
                     traces[DEFAULT_ADAM] = grid[DEFAULT_ADAM_LR]
