@@ -63,22 +63,40 @@ def _fraction(text: str) -> float:
     return value
 
 
-def parse_methods(text: str) -> Tuple[str, ...]:
+def _choice_list(choices: Tuple[str, ...], what: str) -> Callable[[str], Tuple[str, ...]]:
     """
-    The ``--methods`` value: comma-separated method names (any case, spaces around commas
-    ignored, repeats dropped) in the order given, or ``all`` for every method.
+    A parser of comma-separated names from ``choices``: any case, spaces around commas ignored,
+    repeats dropped, in the order given; or ``all`` for every choice.
     """
-    by_lower = {name.lower(): name for name in METHOD_NAMES}
-    parts = [part.strip() for part in text.split(",")]
-    if [part.lower() for part in parts] == ["all"]:
-        return METHOD_NAMES
-    unknown = [part for part in parts if part.lower() not in by_lower]
-    if unknown:
-        raise argparse.ArgumentTypeError(
-            f"unknown method(s) {', '.join(map(repr, unknown))}; choose from "
-            f"{', '.join(map(repr, METHOD_NAMES))}, or 'all'"
-        )
-    return tuple(dict.fromkeys(by_lower[part.lower()] for part in parts))
+    by_lower = {choice.lower(): choice for choice in choices}
+
+    def parse(text: str) -> Tuple[str, ...]:
+        parts = [part.strip() for part in text.split(",")]
+        if [part.lower() for part in parts] == ["all"]:
+            return choices
+        unknown = [part for part in parts if part.lower() not in by_lower]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown {what} {', '.join(map(repr, unknown))}; choose from "
+                f"{', '.join(map(repr, choices))}, or 'all'"
+            )
+        return tuple(dict.fromkeys(by_lower[part.lower()] for part in parts))
+
+    return parse
+
+
+def _positive_list(kind: Callable[[str], Any]) -> Callable[[str], Tuple[Any, ...]]:
+    """A parser of comma-separated positive values of ``kind`` (int or float)."""
+    parse_one = _positive(kind)
+
+    def parse(text: str) -> Tuple[Any, ...]:
+        return tuple(parse_one(part) for part in text.split(","))
+
+    return parse
+
+
+parse_methods = _choice_list(METHOD_NAMES, "method(s)")
+"""The ``--methods`` value of ``compare``: see :func:`_choice_list`."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -269,59 +287,8 @@ BENCH_SET_NAMES: Tuple[str, ...] = (
 """``gpflow_fastvi.datasets.BENCHMARK_SETS``, repeated so that ``--help`` does not load NumPy."""
 BENCH_DEFAULT_SETS: Tuple[str, ...] = ("german", "svmguide1", "banana", "ijcnn1", "a9a")
 """``gpflow_fastvi.benchmarks.runs.DEFAULT_DATASETS``, likewise."""
-BENCH_MODELS: Tuple[str, ...] = (
-    "VIJJ",
-    "VITaylor",
-    "KLCorrected",
-    "PolyaGammaSVGP",
-    "SVGP + Scipy",
-    "SVGP + Adam",
-    "SVGP + NatGrad + Adam",
-)
-"""``gpflow_fastvi.benchmarks.runs.MODELS``, likewise."""
-
-
-def _choice_list(choices: Tuple[str, ...], what: str) -> Callable[[str], Tuple[str, ...]]:
-    """Parse a comma-separated subset of ``choices`` (any case; ``all`` for every one)."""
-    by_lower = {choice.lower(): choice for choice in choices}
-
-    def parse(text: str) -> Tuple[str, ...]:
-        parts = [part.strip().lower() for part in text.split(",")]
-        if parts == ["all"]:
-            return choices
-        unknown = [part for part in parts if part not in by_lower]
-        if unknown:
-            raise argparse.ArgumentTypeError(
-                f"unknown {what} {', '.join(map(repr, unknown))}; choose from "
-                f"{', '.join(choices)}, or 'all'"
-            )
-        return tuple(dict.fromkeys(by_lower[part] for part in parts))
-
-    return parse
-
-
-def _float_list(text: str) -> Tuple[float, ...]:
-    try:
-        values = tuple(float(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers, got {text!r}"
-        ) from None
-    if not all(value > 0 for value in values):
-        raise argparse.ArgumentTypeError(f"must all be positive, got {text}")
-    return values
-
-
-def _int_list(text: str) -> Tuple[int, ...]:
-    try:
-        values = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-    if not all(value > 0 for value in values):
-        raise argparse.ArgumentTypeError(f"must all be positive, got {text}")
-    return values
+BENCH_MODELS = METHOD_NAMES
+"""``gpflow_fastvi.benchmarks.runs.MODELS``: every method ``compare`` knows."""
 
 
 def _add_bench_commands(commands: Any) -> None:
@@ -385,7 +352,7 @@ def _add_bench_commands(commands: Any) -> None:
     bench.add_argument(
         "--adam-grid",
         metavar="LRS",
-        type=_float_list,
+        type=_positive_list(float),
         default=(0.001, 0.01, 0.1),
         help="SVGP + Adam's learning rates; 0.01 is always added (default: 0.001,0.01,0.1)",
     )
@@ -424,14 +391,14 @@ def _add_bench_commands(commands: Any) -> None:
     scaling.add_argument(
         "--n",
         metavar="LIST",
-        type=_int_list,
+        type=_positive_list(int),
         default=(1_000, 10_000, 100_000, 1_000_000),
         help="numbers of points (default: 1000,10000,100000,1000000)",
     )
     scaling.add_argument(
         "--m",
         metavar="LIST",
-        type=_int_list,
+        type=_positive_list(int),
         default=(25, 50, 100, 200, 400, 800),
         help="numbers of inducing inputs (default: 25,50,100,200,400,800)",
     )
@@ -448,19 +415,7 @@ def _add_bench_commands(commands: Any) -> None:
 RAETSCH_NAMES: Tuple[str, ...] = ("banana", "breast_cancer", "diabetis", "german", "heart")
 """``gpflow_fastvi.kl_correction.RAETSCH_SETS``, repeated so that ``--help`` does not load NumPy."""
 DATA_DIR_VARIABLE = "GPFLOW_FASTVI_DATA"
-
-
-def _dataset_list(text: str) -> Tuple[str, ...]:
-    parts = [part.strip().lower() for part in text.split(",")]
-    if parts == ["all"]:
-        return RAETSCH_NAMES
-    unknown = [part for part in parts if part not in RAETSCH_NAMES]
-    if unknown:
-        raise argparse.ArgumentTypeError(
-            f"unknown data set(s) {', '.join(map(repr, unknown))}; choose from "
-            f"{', '.join(RAETSCH_NAMES)}, or 'all'"
-        )
-    return tuple(dict.fromkeys(parts))
+_dataset_list = _choice_list(RAETSCH_NAMES, "data set(s)")
 
 
 def _load_data(args: argparse.Namespace) -> Tuple[str, Tuple[Any, Any, Any, Any]]:
@@ -486,6 +441,11 @@ def _load_data(args: argparse.Namespace) -> Tuple[str, Tuple[Any, Any, Any, Any]
     return name, (X_train, Y_train, X_test, Y_test)
 
 
+def _has_matplotlib() -> bool:
+    """Whether the figures can be drawn (matplotlib comes with the [bench] extra)."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def _fail(message: object) -> int:
     print(f"gpflow-fastvi: error: {message}", file=sys.stderr)
     return 1
@@ -494,7 +454,7 @@ def _fail(message: object) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from .datasets.loaders import BENCH_INSTALL_HINT
 
-    if importlib.util.find_spec("matplotlib") is None:  # fail before training, not after
+    if not _has_matplotlib():  # fail before any work, not after
         return _fail(f"the compare figure needs matplotlib: {BENCH_INSTALL_HINT}")
     try:
         name, (X_train, Y_train, X_test, Y_test) = _load_data(args)
@@ -539,7 +499,7 @@ def _compare(args: argparse.Namespace) -> int:
 def _kl_correction(args: argparse.Namespace) -> int:
     from .datasets.loaders import BENCH_INSTALL_HINT
 
-    if importlib.util.find_spec("matplotlib") is None:
+    if not _has_matplotlib():  # fail before any work, not after
         return _fail(f"the kl-correction figure needs matplotlib: {BENCH_INSTALL_HINT}")
     from . import kl_correction
 
@@ -607,7 +567,7 @@ def _bench(args: argparse.Namespace) -> int:
 def _plot(args: argparse.Namespace) -> int:
     from .datasets.loaders import BENCH_INSTALL_HINT
 
-    if importlib.util.find_spec("matplotlib") is None:
+    if not _has_matplotlib():  # fail before any work, not after
         return _fail(f"plot needs matplotlib: {BENCH_INSTALL_HINT}")
     from .benchmarks.report import write_report
 
@@ -625,7 +585,7 @@ def _scaling(args: argparse.Namespace) -> int:
 
     from .datasets.loaders import BENCH_INSTALL_HINT
 
-    if importlib.util.find_spec("matplotlib") is None:
+    if not _has_matplotlib():  # fail before any work, not after
         return _fail(f"the scaling figure needs matplotlib: {BENCH_INSTALL_HINT}")
     from .benchmarks import scaling
 

@@ -238,9 +238,15 @@ def goals_table(collected: Dict[str, List[Repeat]]) -> str:
     return "\n".join(lines)
 
 
-def markdown_report(results: Dict[str, Any]) -> str:
-    """The whole Markdown table file: machine, one section per data set, the goals."""
-    collected = collect(results)
+def markdown_report(
+    results: Dict[str, Any], collected: Optional[Dict[str, List[Repeat]]] = None
+) -> str:
+    """
+    The whole Markdown table file: machine, one section per data set, the goals.
+
+    :param collected: ``collect(results)``, if the caller has it already.
+    """
+    collected = collect(results) if collected is None else collected
     machine = results.get("machine", {})
     parts = [
         "## Results",
@@ -261,13 +267,19 @@ def markdown_report(results: Dict[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def plot_overview(results: Dict[str, Any], path: PathLike) -> None:
+def plot_overview(
+    results: Dict[str, Any],
+    path: PathLike,
+    collected: Optional[Dict[str, List[Repeat]]] = None,
+) -> None:
     """
     One figure like the papers': test accuracy (top) and test NLL (bottom) against training time,
     one column per data set, one line per method (the first repeat), targets dashed.
+
+    :param collected: ``collect(results)``, if the caller has it already.
     """
     Figure = matplotlib_figure()
-    collected = collect(results)
+    collected = collect(results) if collected is None else collected
     columns = max(1, len(collected))
     figure = Figure(figsize=(4.2 * columns, 7.0), layout="constrained")
     axes = figure.subplots(2, columns, squeeze=False)
@@ -298,11 +310,12 @@ def write_report(out: PathLike) -> List[str]:
     results = load_results(out)
     if not results["runs"]:
         raise ValueError(f"{os.path.join(out, 'results.json')} holds no finished runs yet")
+    collected = collect(results)
     written = []
     path = os.path.join(out, "bench.png")
-    plot_overview(results, path)
+    plot_overview(results, path, collected)
     written.append(path)
-    for name, repeats in collect(results).items():
+    for name, repeats in collected.items():
         settings = repeats[0].settings
         path = os.path.join(out, f"{name}.png")
         repeats[0].comparison.plot(
@@ -313,7 +326,7 @@ def write_report(out: PathLike) -> List[str]:
         written.append(path)
     path = os.path.join(out, "table.md")
     with open(path, "w", encoding="utf-8") as f:
-        f.write(markdown_report(results))
+        f.write(markdown_report(results, collected))
     written.append(path)
     return written
 

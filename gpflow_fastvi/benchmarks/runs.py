@@ -23,12 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..compare import (
     ADAM_NAME,
-    KLC_NAME,
-    NATGRAD_NAME,
-    PG_NAME,
-    SCIPY_NAME,
-    VIJJ_NAME,
-    VITAYLOR_NAME,
+    ALL_METHODS,
     Trace,
     _plain,
     adam_method,
@@ -38,15 +33,7 @@ from ..datasets.loaders import PathLike
 RESULTS_FILE = "results.json"
 FORMAT_VERSION = 1
 
-MODELS: Tuple[str, ...] = (
-    VIJJ_NAME,
-    VITAYLOR_NAME,
-    KLC_NAME,
-    PG_NAME,
-    SCIPY_NAME,
-    ADAM_NAME,
-    NATGRAD_NAME,
-)
+MODELS: Tuple[str, ...] = ALL_METHODS
 """What ``--models`` chooses from: the package's models, then the GPflow baselines."""
 
 DEFAULT_DATASETS: Tuple[str, ...] = ("german", "svmguide1", "banana", "ijcnn1", "a9a")
