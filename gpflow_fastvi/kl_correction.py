@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import gpflow
 import numpy as np
 
-from .datasets import BENCHMARK_SETS, benchmark_files, load_banana_split1, load_csv
+from .datasets import load_banana_split1, load_rows
 from .models.kl_corrected import BOUNDS, KLCorrected
 from .training import fit
 
@@ -63,9 +63,7 @@ def load_split(
     spec = RAETSCH_SETS[name]
     if name == "banana" and split == 0:
         return load_banana_split1()
-    benchmark = BENCHMARK_SETS[spec.benchmark]
-    (path,) = benchmark_files(spec.benchmark, data_dir)
-    X, Y = load_csv(path, label_column=benchmark.label_column, header=False)
+    X, Y = load_rows(spec.benchmark, data_dir)
     order = np.random.default_rng(split).permutation(len(X))
     train, test = order[: spec.num_train], order[spec.num_train :]
     return X[train], Y[train], X[test], Y[test]

@@ -27,7 +27,8 @@ def test_banana_split_zero_is_realisation_one_and_later_splits_are_random() -> N
     assert not np.allclose(np.sort(X1[:, 0]), np.sort(X[:, 0]))
 
 
-def test_sets_that_are_not_bundled_need_a_data_directory(capsys) -> None:
+def test_sets_that_are_not_bundled_need_a_data_directory(capsys, monkeypatch) -> None:
+    monkeypatch.delenv("GPFLOW_FASTVI_DATA", raising=False)
     assert main(["kl-correction", "--datasets", "heart"]) == 1
     assert "--data-dir" in capsys.readouterr().err
 

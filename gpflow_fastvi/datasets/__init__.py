@@ -32,6 +32,7 @@ from .registry import (
     Split,
     benchmark_files,
     load_benchmark,
+    load_rows,
     resolve_data_dir,
 )
 
@@ -45,6 +46,7 @@ __all__ = [
     "Split",
     "benchmark_files",
     "load_benchmark",
+    "load_rows",
     "resolve_data_dir",
     "DatasetError",
     "detect_format",

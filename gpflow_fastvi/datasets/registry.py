@@ -260,6 +260,23 @@ def benchmark_files(name: str, data_dir: Optional[PathLike] = None) -> Tuple[str
     return tuple(paths)
 
 
+def load_rows(name: str, data_dir: Optional[PathLike] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """
+    Every row of a single-file set, verified, unsplit and unscaled: ``X`` [N, D] and ``Y`` [N, 1]
+    in {0, 1}. For jobs with splits of their own (see :mod:`gpflow_fastvi.kl_correction`).
+
+    :raises ValueError: if the set comes as a training and a test file.
+    :raises MissingDataError, ChecksumError: as :func:`benchmark_files`.
+    """
+    benchmark = _get(name)
+    if benchmark.test is not None:
+        raise ValueError(f"{name} comes as a training and a test file; use load_benchmark")
+    (path,) = benchmark_files(name, data_dir)
+    if benchmark.format == "libsvm":
+        return load_libsvm(path, n_features=benchmark.n_features)
+    return load_csv(path, benchmark.label_column, header=False)
+
+
 def load_benchmark(
     name: str,
     data_dir: Optional[PathLike] = None,
@@ -285,10 +302,7 @@ def load_benchmark(
         if benchmark.n_features is not None and X_train.shape[1] != benchmark.n_features:
             raise DatasetError(f"{paths[0]}: expected {benchmark.n_features} features")
     else:
-        if benchmark.format == "libsvm":
-            X, Y = load_libsvm(paths[0], n_features=benchmark.n_features)
-        else:
-            X, Y = load_csv(paths[0], benchmark.label_column, header=False)
+        X, Y = load_rows(name, data_dir)
         if benchmark.test_from_row is not None:
             cut = benchmark.test_from_row
             X_train, Y_train, X_test, Y_test = X[:cut], Y[:cut], X[cut:], Y[cut:]
@@ -310,6 +324,7 @@ __all__ = [
     "TEST_FRACTION",
     "benchmark_files",
     "load_benchmark",
+    "load_rows",
     "resolve_data_dir",
     "sha256_of",
 ]
