@@ -16,6 +16,7 @@ from gpflow_fastvi.datasets import (
     benchmark_files,
     load_banana,
     load_benchmark,
+    load_ijcnn1,
     resolve_data_dir,
 )
 from gpflow_fastvi.datasets.registry import sha256_of
@@ -57,6 +58,17 @@ def test_the_registry_holds_the_issue_sets_with_sha256_checksums() -> None:
             assert len(data_file.sha256) == 64 and int(data_file.sha256, 16) >= 0
             assert not os.path.isabs(data_file.path) and "\\" not in data_file.path
     assert BENCHMARK_SETS["banana"].train.sha256 == BANANA_SHA256
+
+
+def test_bundled_ijcnn1_is_the_benchmark_training_file_with_the_manifest_counts() -> None:
+    from importlib import resources
+
+    bundled = resources.files("gpflow_fastvi.datasets").joinpath("data", "ijcnn1.trn.bz2")
+    with resources.as_file(bundled) as path:
+        assert sha256_of(path) == BENCHMARK_SETS["ijcnn1"].train.sha256
+    X, Y = load_ijcnn1()
+    assert X.shape == (49_990, 22) and X.dtype == np.float64 and Y.shape == (49_990, 1)
+    assert set(np.unique(Y)) == {0.0, 1.0} and int(Y.sum()) == 4_853  # MANIFEST: +1: 4,853
 
 
 def test_banana_is_bundled_verified_split_80_20_and_standardised_on_train() -> None:

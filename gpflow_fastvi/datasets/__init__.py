@@ -4,7 +4,8 @@ Binary-classification data for the models and the ``compare`` job.
 Every loader returns ``X`` [N, D] and ``Y`` [N, 1], both float64, with ``Y`` in {0, 1} as GPflow's
 :class:`~gpflow.likelihoods.Bernoulli` expects. The Rätsch banana set ships with the package
 (:func:`load_banana`), with the training half of its first realisation
-(:func:`load_banana_split1`), so demos and tests need no download. The benchmark sets
+(:func:`load_banana_split1`), and so does the training file of ijcnn1 (:func:`load_ijcnn1`), so
+demos, tutorials and tests need no download. The benchmark sets
 (:data:`BENCHMARK_SETS`, :func:`load_benchmark`) are read from a data directory and verified
 against their checksums.
 
@@ -19,6 +20,7 @@ from .loaders import (
     load_banana_split1,
     load_csv,
     load_file,
+    load_ijcnn1,
     load_libsvm,
     load_train_test,
 )
@@ -54,6 +56,7 @@ __all__ = [
     "load_banana_split1",
     "load_csv",
     "load_file",
+    "load_ijcnn1",
     "load_libsvm",
     "load_train_test",
     "standardise",

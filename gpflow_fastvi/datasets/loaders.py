@@ -503,6 +503,24 @@ def load_banana_split1() -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     return X_train, Y_train, X[~in_train], Y[~in_train]
 
 
+def load_ijcnn1() -> Tuple[np.ndarray, np.ndarray]:
+    """
+    The training file of LIBSVM's ijcnn1 (IJCNN 2001 challenge, in the winner's transformation):
+    49,990 points in 22 dimensions, 4,853 of class 1. It is the largest set shipped with the
+    package (``data/ijcnn1.trn.bz2``, 1.4 MB; provenance and licence in ``data/ATTRIBUTION.md``),
+    so the mini-batch tutorial runs without a download. Split it yourself (see
+    :func:`train_test_split`); ``load_benchmark("ijcnn1")`` pairs the same file with the set's own
+    91,701-point test file from a data directory.
+
+    Reading it needs scikit-learn (the ``[bench]`` extra), as :func:`load_libsvm` does.
+
+    :return: ``X`` [49990, 22] and ``Y`` [49990, 1] in {0, 1}, both float64.
+    """
+    resource = resources.files(__package__).joinpath("data").joinpath("ijcnn1.trn.bz2")
+    with resources.as_file(resource) as path:
+        return load_libsvm(path)
+
+
 __all__ = [
     "BANANA_SHA256",
     "DatasetError",
@@ -511,6 +529,7 @@ __all__ = [
     "load_banana_split1",
     "load_csv",
     "load_file",
+    "load_ijcnn1",
     "load_libsvm",
     "load_train_test",
 ]
