@@ -8,7 +8,7 @@ from scipy import integrate, stats
 
 from gpflow_fastvi import KLCorrected, fit
 from gpflow_fastvi.exceptions import IncompatibleLikelihoodError, InvalidDataError
-from gpflow_fastvi.sites.ppa import tilted_evidence, tilted_moments
+from gpflow_fastvi.sites.ppa import local_terms, tilted_evidence, tilted_moments
 
 from .conftest import make_binary_data
 from .reference import log_integral_by_quadrature
@@ -77,6 +77,21 @@ def test_probit_e_step_moments_match_quadrature(beta):
     for i in range(len(mu)):
         want = _tilted_by_quad(_gpflow_probit(Y[i]), mu[i], beta)
         np.testing.assert_allclose([g[i] for g in got], want, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("beta", [0.3, 1.0, 6.0])
+def test_local_terms_per_point_are_log_Z_plus_half_log_2pi_over_beta_plus_g2_over_2beta(beta):
+    # The identity in the sites.ppa docstring: at the tilted q(f_n) the theta-free part of both
+    # bounds is log Z_n + log(2 pi / beta)/2 + g_n^2 / (2 beta), with g_n = <f_n> - mu_n scaled by beta.
+    mu = np.array([-3.0, -0.4, 0.0, 0.9, 2.5])
+    Y = np.array([1.0, 1.0, 0.0, 0.0, 1.0])
+    log_Z, f_mean, f_var, evidence = _moments(gpflow.likelihoods.Bernoulli(), mu, beta, Y)
+    g = beta * (f_mean - mu)
+    want = np.sum(log_Z + 0.5 * np.log(2 * np.pi / beta) + g**2 / (2 * beta))
+    got = local_terms(
+        tf.constant(f_var)[:, None], tf.constant(evidence)[:, None], tf.constant(beta, tf.float64)
+    )
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
 
 
 def test_logit_and_poisson_e_steps_by_gauss_hermite_match_quadrature():
