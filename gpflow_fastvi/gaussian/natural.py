@@ -88,7 +88,7 @@ def marginals(
 @check_shapes("m: [M, 1]", "R: [M, M]", "return: []")
 def kl_to_prior(m: tf.Tensor, R: tf.Tensor) -> tf.Tensor:
     """
-    KL[q(v) ‖ N(0, I)] = ½ (‖R‖²_F + ‖m‖² − M) − Σ log |diag R|, which is also KL[q(u) ‖ p(u)]:
+    KL[q(v) ‖ N(0, I)] = ½ (‖R‖²_F + ‖m‖² − M) − Σ log ``|diag R|``, which is also KL[q(u) ‖ p(u)]:
     KL does not change under the bijection u = L v.
     """
     M = tf.cast(tf.shape(m)[0], m.dtype)

@@ -337,6 +337,10 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
     def predict_f(
         self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
     ) -> MeanAndVariance:
+        """
+        The mean and variance of f at ``Xnew`` under q(u), computed from ``q_mu`` and ``q_sqrt``
+        as :class:`gpflow.models.SVGP` computes them.
+        """
         return self.posterior(PrecomputeCacheType.NOCACHE).fused_predict_f(
             Xnew, full_cov=full_cov, full_output_cov=full_output_cov
         )

@@ -41,7 +41,7 @@ def jj_lambda(xi: tf.Tensor) -> tf.Tensor:
 
 @check_shapes("x: [broadcast N...]", "return: [N...]")
 def log_2cosh(x: tf.Tensor) -> tf.Tensor:
-    """log(2 cosh x) = |x| + log(1 + e^{−2|x|}), without overflow for large |x|."""
+    """``log(2 cosh x) = |x| + log(1 + exp(−2|x|))``, without overflow for large ``|x|``."""
     abs_x = tf.abs(x)
     return abs_x + tf.math.softplus(-2.0 * abs_x)
 

@@ -62,7 +62,8 @@ def fit(
 
     :param data: ``None`` for models that hold their data.
     :param max_iter: cap on outer iterations (the model's default if ``None``).
-    :param tol: stop when |Δobjective| ≤ tol · max(1, |objective|) between outer iterations.
+    :param tol: stop when the objective changes by at most ``tol · max(1, |objective|)`` between
+        outer iterations.
     :param time_budget: stop after the outer iteration during which this many seconds had passed.
     :param callback: called as ``callback(model)`` after every outer iteration; a returned mapping is
         merged into that iteration's row (e.g. test accuracy). Its time is not counted.
