@@ -68,9 +68,35 @@ def test_time_budget_and_tolerance_stop_the_loop(binary_data):
     assert abs(last - before) <= 1e-3 * abs(last)
 
 
+class _CountingModel:
+    """A stand-in with a plan whose default cap is 2 iterations and no convergence test."""
+
+    def training_plan(self, data, method=None):
+        calls = []
+
+        def step():
+            time.sleep(0.01)
+            calls.append(1)
+            return float(len(calls))  # rises by 1 per iteration: never converged
+
+        return fv.training.TrainingPlan(method="count", step=step, max_iter=2, tol=0.0)
+
+
+def test_a_time_budget_lifts_the_default_iteration_cap_but_not_a_given_one():
+    trace = fv.fit(_CountingModel(), time_budget=0.3)
+    assert trace.stop_reason == "time_budget" and len(trace.rows) > 2
+    trace = fv.fit(_CountingModel(), time_budget=0.3, max_iter=3)
+    assert trace.stop_reason == "max_iter" and len(trace.rows) == 3
+    assert fv.fit(_CountingModel()).stop_reason == "max_iter"
+
+
 def test_progress_bar_is_shown_on_request(binary_data, capsys):
     fv.fit(make_vijj(binary_data), max_iter=2, progress=True)
     assert "VIJJ (analytic)" in capsys.readouterr().err
+    # With a time budget the bar counts training seconds against it.
+    fv.fit(_CountingModel(), time_budget=0.2, progress=True)
+    err = capsys.readouterr().err
+    assert "_CountingModel (count)" in err and "/0.2 s" in err
 
 
 def test_fit_refuses_misuse(binary_data):

@@ -120,6 +120,12 @@ def test_mini_batch_elbo_is_unbiased(binary_data):
     np.testing.assert_allclose(np.mean(batches), model.elbo(binary_data), rtol=1e-10)
 
 
+def test_mini_batch_plans_have_no_convergence_test_and_full_batch_plans_do(binary_data):
+    # Mini-batch ELBO estimates are noisy: a tolerance on them would stop runs at random.
+    assert fv.training.svi_plan(make_pg(binary_data), binary_data, batch_size=10).tol == 0.0
+    assert fv.training.svi_plan(make_pg(binary_data), binary_data).tol > 0.0
+
+
 def test_svi_step_is_traced_once_for_any_batch_size(binary_data):
     X, Y = binary_data
     model = make_pg(binary_data)

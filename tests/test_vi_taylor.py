@@ -50,7 +50,7 @@ def test_gaussian_site_is_the_log_density_itself(rng):
 
 
 def test_curvature_is_clipped_where_the_density_is_not_log_concave():
-    """Student-t far in its tails, and GPflow's probit with its 1e-3 floor, bend log p upwards."""
+    """Student-t far in its tails, and GPflow's probit with its 1e-3 offset, bend log p upwards."""
     xi = tf.constant(np.linspace(-10.0, 10.0, 41)[:, None])
     X = tf.zeros_like(xi)
     for likelihood, Y in (

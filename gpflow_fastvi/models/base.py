@@ -262,7 +262,10 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         Closed-form coordinate ascent on the site parameters: ``num_updates`` times, form the optimal
         q(u) for the current sites and set the site parameters to their optimum for its marginals
         q(fᵢ). Then store the optimal q(u) for the final sites and return the objective.
-        No update can lower the bound. Hyperparameters are left alone.
+        For a bound (:class:`~gpflow_fastvi.VIJJ`) no update can lower it; for
+        :class:`~gpflow_fastvi.VITaylor`, whose objective moves with its expansion points, the
+        updates are Newton-like steps and the objective need not rise at each of them.
+        Hyperparameters are left alone.
         """
         X, Y = self.data
         L = self.Kmm_cholesky()

@@ -17,7 +17,8 @@ bound: the expansion is exact only for a Gaussian likelihood.
 
 Curvature safeguard: the collapsed algebra needs w ≥ 0, i.e. a log-concave likelihood at ξ. Where
 h > 0 (a density that is not log-concave there, such as Student-t far in its tails, or GPflow's
-probit link, whose 10⁻³ floor on the probability bends log p upwards for y f ≲ −3), w is set to 0:
+probit link 10⁻³ + (1 − 2·10⁻³) Φ(f), whose offset bends log p upwards for y f ≲ −2.44), w is set
+to 0:
 the site keeps the slope g but no curvature. Non-finite values of log p, g or h (for example
 log(1 − σ(f)) rounding to log 0 for f > 36 with ``Bernoulli(invlink=tf.sigmoid)``) raise
 ``tf.errors.InvalidArgumentError`` naming the likelihood.

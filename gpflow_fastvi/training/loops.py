@@ -6,6 +6,7 @@ repeats it until the objective stops changing, an iteration cap or a time budget
 the callback's time left out, and shows a progress bar on request.
 """
 
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional
@@ -61,13 +62,15 @@ def fit(
     keywords (``n_upd``, ``maxfun``).
 
     :param data: ``None`` for models that hold their data.
-    :param max_iter: cap on outer iterations (the model's default if ``None``).
+    :param max_iter: cap on outer iterations. ``None`` takes the model's default, or no cap at all
+        when a ``time_budget`` is given: the budget (or convergence) ends the run.
     :param tol: stop when the objective changes by at most ``tol · max(1, |objective|)`` between
         outer iterations.
     :param time_budget: stop after the outer iteration during which this many seconds had passed.
     :param callback: called as ``callback(model)`` after every outer iteration; a returned mapping is
         merged into that iteration's row (e.g. test accuracy). Its time is not counted.
-    :param progress: show a progress bar.
+    :param progress: show a progress bar: of training seconds against ``time_budget`` if one is
+        given (callback time left out, as in the trace), of outer iterations otherwise.
     """
     if not hasattr(model, "training_plan"):
         raise TypeError(
@@ -75,7 +78,8 @@ def fit(
             "Train GPflow models with gpflow.optimizers.Scipy or a Keras optimiser."
         )
     plan = model.training_plan(data, method=method, **model_specific)
-    max_iter = plan.max_iter if max_iter is None else max_iter
+    if max_iter is None:
+        max_iter = sys.maxsize if time_budget is not None else plan.max_iter
     tol = plan.tol if tol is None else tol
     if max_iter < 1:
         raise ValueError(f"max_iter must be at least 1; got {max_iter}.")
@@ -83,7 +87,12 @@ def fit(
         raise ValueError(f"time_budget must be positive seconds; got {time_budget}.")
 
     trace = Trace(method=plan.method)
-    bar = tqdm(total=max_iter, disable=not progress, desc=f"{type(model).__name__} ({plan.method})")
+    description = f"{type(model).__name__} ({plan.method})"
+    if time_budget is not None:
+        bar = tqdm(total=time_budget, unit="s", disable=not progress, desc=description)
+        bar.bar_format = "{l_bar}{bar}| {n:.1f}/{total:g} s {postfix}"
+    else:
+        bar = tqdm(total=max_iter, unit="it", disable=not progress, desc=description)
     elapsed = 0.0
     previous = None
     try:
@@ -95,7 +104,8 @@ def fit(
                 if "Cholesky" in str(error):
                     raise CholeskyError(error.message) from error
                 raise
-            elapsed += time.perf_counter() - start
+            seconds = time.perf_counter() - start
+            elapsed += seconds
             if not np.isfinite(objective):
                 raise FloatingPointError(
                     f"The objective became {objective} at iteration {iteration}; the last finite "
@@ -106,8 +116,8 @@ def fit(
             if callback is not None:
                 row.update(callback(model) or {})
             trace.rows.append(row)
-            bar.update(1)
-            bar.set_postfix(objective=f"{objective:.6g}")
+            bar.update(1 if time_budget is None else min(seconds, time_budget - bar.n))
+            bar.set_postfix(iteration=iteration, objective=f"{objective:.6g}")
             if previous is not None and abs(objective - previous) <= tol * max(1.0, abs(objective)):
                 trace.stop_reason = "converged"
                 break
