@@ -90,6 +90,11 @@ def test_a_time_budget_lifts_the_default_iteration_cap_but_not_a_given_one():
     assert fv.fit(_CountingModel()).stop_reason == "max_iter"
 
 
+def test_an_unknown_training_keyword_names_the_accepted_ones(binary_data):
+    with pytest.raises(TypeError, match=r"train_inducing.*n_upd.*constructor"):
+        fv.fit(make_vijj(binary_data), train_inducing=True)
+
+
 def test_progress_bar_is_shown_on_request(binary_data, capsys):
     fv.fit(make_vijj(binary_data), max_iter=2, progress=True)
     assert "VIJJ (analytic)" in capsys.readouterr().err

@@ -4,6 +4,7 @@ import gpflow
 import numpy as np
 import pytest
 import tensorflow as tf
+from scipy import integrate, stats
 
 import gpflow_fastvi as fv
 from gpflow_fastvi.exceptions import IncompatibleLikelihoodError, InvalidDataError
@@ -277,3 +278,33 @@ def test_caller_arrays_are_never_modified(binary_data):
     model.predict_log_density((X, Y_signed))
     for original, copy in zip((X, Y_signed, Z), copies):
         np.testing.assert_array_equal(original, copy)
+
+
+def test_elbo_stays_finite_where_gpflows_bernoulli_takes_log_zero(binary_data):
+    """
+    With prior standard deviation ≈ 45, GPflow's Gauss–Hermite nodes reach f ≈ 340, where its
+    Bernoulli computes log(1 − σ(f)) = log 0. The model's ELBO uses the same nodes with a stable
+    log σ: finite, equal to GPflow's wherever GPflow's is finite, and near exact quadrature.
+    """
+    X, Y = binary_data
+    wide = fv.VIJJ((X, Y), gpflow.kernels.SquaredExponential(variance=2000.0), X[:10].copy())
+    Fmu, Fvar = wide.predict_f(X)
+    gpflow_sum = tf.reduce_sum(wide.likelihood.variational_expectations(X, Fmu, Fvar, Y))
+    assert np.isneginf(gpflow_sum.numpy())
+
+    def expected_log_sigmoid(mean: float, var: float, y: float) -> float:
+        density = stats.norm(mean, np.sqrt(var)).pdf
+        integrand = lambda f: -np.logaddexp(0.0, -(2 * y - 1) * f) * density(f)  # noqa: E731
+        return integrate.quad(integrand, -np.inf, np.inf, limit=200)[0]
+
+    exact = sum(map(expected_log_sigmoid, Fmu.numpy()[:, 0], Fvar.numpy()[:, 0], Y[:, 0]))
+    ours = wide._expected_log_likelihood(tf.constant(X), tf.constant(Y)).numpy()
+    assert np.isfinite(wide.elbo().numpy())
+    np.testing.assert_allclose(ours, exact, rtol=0.05)  # 20 nodes across a very wide Gaussian
+
+    model = make_vijj(binary_data)
+    fv.fit(model, max_iter=3)
+    Fmu, Fvar = model.predict_f(X)
+    gpflow_sum = tf.reduce_sum(model.likelihood.variational_expectations(X, Fmu, Fvar, Y))
+    ours = model._expected_log_likelihood(tf.constant(X), tf.constant(Y))
+    np.testing.assert_allclose(ours.numpy(), gpflow_sum.numpy(), rtol=1e-12)

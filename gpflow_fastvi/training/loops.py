@@ -6,6 +6,7 @@ repeats it until the objective stops changing, an iteration cap or a time budget
 the callback's time left out, and shows a progress bar on request.
 """
 
+import inspect
 import sys
 import time
 from dataclasses import dataclass, field
@@ -42,6 +43,19 @@ class Trace:
         return np.array([row.get(key, np.nan) for row in self.rows], dtype=float)
 
 
+def _keywords(function: Callable[..., Any]) -> List[str]:
+    """The keyword-only parameters of ``function`` (a model's ``training_plan``)."""
+    parameters = inspect.signature(function).parameters.values()
+    return [p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
+def _unknown_keywords(function: Callable[..., Any], given: Mapping[str, Any]) -> List[str]:
+    parameters = inspect.signature(function).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return []
+    return sorted(set(given) - set(_keywords(function)))
+
+
 def fit(
     model: Any,
     data: Any = None,
@@ -76,6 +90,13 @@ def fit(
         raise TypeError(
             f"fit() trains gpflow_fastvi models; {type(model).__name__} has no training plan. "
             "Train GPflow models with gpflow.optimizers.Scipy or a Keras optimiser."
+        )
+    unknown = _unknown_keywords(model.training_plan, model_specific)
+    if unknown:
+        raise TypeError(
+            f"fit() got keyword(s) {', '.join(unknown)} that {type(model).__name__} does not take; "
+            f"its training keywords are: {', '.join(_keywords(model.training_plan)) or 'none'}. "
+            "Model settings such as train_inducing go to the model's constructor."
         )
     plan = model.training_plan(data, method=method, **model_specific)
     if max_iter is None:
