@@ -280,14 +280,22 @@ def test_caller_arrays_are_never_modified(binary_data):
         np.testing.assert_array_equal(original, copy)
 
 
-def test_elbo_stays_finite_where_gpflows_bernoulli_takes_log_zero(binary_data):
+@pytest.mark.parametrize(
+    "model_class",
+    [
+        fv.VIJJ,
+        lambda *args: fv.VITaylor(*args, likelihood=gpflow.likelihoods.Bernoulli(tf.sigmoid)),
+    ],
+    ids=["VIJJ", "VITaylor-logit"],
+)
+def test_elbo_stays_finite_where_gpflows_bernoulli_takes_log_zero(binary_data, model_class):
     """
     With prior standard deviation ≈ 45, GPflow's Gauss–Hermite nodes reach f ≈ 340, where its
-    Bernoulli computes log(1 − σ(f)) = log 0. The model's ELBO uses the same nodes with a stable
+    Bernoulli computes log(1 − σ(f)) = log 0. The models' ELBO uses the same nodes with a stable
     log σ: finite, equal to GPflow's wherever GPflow's is finite, and near exact quadrature.
     """
     X, Y = binary_data
-    wide = fv.VIJJ((X, Y), gpflow.kernels.SquaredExponential(variance=2000.0), X[:10].copy())
+    wide = model_class((X, Y), gpflow.kernels.SquaredExponential(variance=2000.0), X[:10].copy())
     Fmu, Fvar = wide.predict_f(X)
     gpflow_sum = tf.reduce_sum(wide.likelihood.variational_expectations(X, Fmu, Fvar, Y))
     assert np.isneginf(gpflow_sum.numpy())

@@ -35,8 +35,9 @@ from ..gaussian import (
     whitened_projection,
 )
 from ..inducing import InducingSpec, make_inducing_variable
+from ..sites._labels import signed_labels
 from ..types import Sites, SiteStatistics
-from ._checks import targets_for_likelihood
+from ._checks import is_logit_bernoulli, targets_for_likelihood
 
 
 def _as_float_array(value: Any, name: str) -> np.ndarray:
@@ -98,6 +99,8 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
             raise ValueError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
         inducing_variable = self._make_inducing_variable(inducing_variable, X, kmeans_seed)
         super().__init__(kernel, likelihood, mean_function, num_latent_gps=1)
+        # Decided once, eagerly: the link is checked numerically, which a traced elbo() cannot do.
+        self._logit_bernoulli = is_logit_bernoulli(likelihood)
         self.data = gpflow.models.util.data_input_to_tensor((X, Y))
         self.num_data = X.shape[0]
         self.inducing_variable = inducing_variable
@@ -318,9 +321,22 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         return var_exp - kl
 
     def _expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-        """Σᵢ E_q[log p(yᵢ | fᵢ)] over the points (X, Y), by the likelihood's own quadrature."""
+        """
+        Σᵢ E_q[log p(yᵢ | fᵢ)] over the points (X, Y), by the likelihood's own quadrature.
+
+        For the logit Bernoulli the same Gauss–Hermite rule is applied to a stable log σ(y f):
+        GPflow's Bernoulli takes log(1 − σ(f)), which is log 0 = −inf once a node lies beyond
+        f ≈ 37, as it does for a confident point with a wide q(fᵢ).
+        """
         Fmu, Fvar = self.predict_f(X)
-        return tf.reduce_sum(self.likelihood.variational_expectations(X, Fmu, Fvar, Y))
+        if not self._logit_bernoulli:
+            return tf.reduce_sum(self.likelihood.variational_expectations(X, Fmu, Fvar, Y))
+        signed = signed_labels(Y)
+
+        def log_p(F: tf.Tensor, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+            return tf.math.log_sigmoid(signed * F)
+
+        return tf.reduce_sum(self.likelihood.quadrature(log_p, Fmu, Fvar, X=X, Y=Y))
 
     def posterior(
         self, precompute_cache: PrecomputeCacheType = PrecomputeCacheType.TENSOR

@@ -85,20 +85,6 @@ class VIJJ(GaussianSitesModel):
     def site_parameters(self) -> Tuple[Parameter, ...]:
         return (self.xi,)
 
-    def _expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-        """
-        Σᵢ E_q[log σ(yᵢ fᵢ)] by the likelihood's own Gauss–Hermite rule, with log σ evaluated
-        stably. GPflow's Bernoulli takes log(1 − σ(f)), which is log 0 = −inf once a node lies
-        beyond f ≈ 37, as it does for a confident point with a wide q(fᵢ).
-        """
-        Fmu, Fvar = self.predict_f(X)
-        signed = signed_labels(Y)
-
-        def log_p(F: tf.Tensor, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-            return tf.math.log_sigmoid(signed * F)
-
-        return tf.reduce_sum(self.likelihood.quadrature(log_p, Fmu, Fvar, X=X, Y=Y))
-
     def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:  # type: ignore[override]
         return jj_sites(signed_labels(Y), xi)
 
