@@ -81,21 +81,25 @@ def kernel():
     return gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0])
 
 
+def fit_svgp_with_scipy(svgp, data, maxiter):
+    """GPflow's usual recipe: Z fixed, q(u) and θ by L-BFGS. Returns the wall-clock seconds."""
+    gpflow.set_trainable(svgp.inducing_variable, False)
+    start = time.perf_counter()
+    result = gpflow.optimizers.Scipy().minimize(
+        svgp.training_loss_closure(data), svgp.trainable_variables, options={"maxiter": maxiter}
+    )
+    seconds = time.perf_counter() - start
+    print(f"SVGP + Scipy: {result.nit} L-BFGS iterations in {seconds:.1f} s ({result.message})")
+    return seconds
+
+
 # %% [markdown]
 # GPflow's SVGP with the probit likelihood, q(u) and the hyperparameters θ optimised jointly by
 # L-BFGS (`gpflow.optimizers.Scipy`):
 
 # %%
 svgp = gpflow.models.SVGP(kernel(), gpflow.likelihoods.Bernoulli(), Z.copy(), num_data=len(X_train))
-gpflow.set_trainable(svgp.inducing_variable, False)
-start = time.perf_counter()
-result = gpflow.optimizers.Scipy().minimize(
-    svgp.training_loss_closure((X_train, Y_train)),
-    svgp.trainable_variables,
-    options={"maxiter": SCIPY_MAXITER},
-)
-svgp_seconds = time.perf_counter() - start
-print(f"SVGP + Scipy: {result.nit} L-BFGS iterations in {svgp_seconds:.1f} s ({result.message})")
+svgp_seconds = fit_svgp_with_scipy(svgp, (X_train, Y_train), SCIPY_MAXITER)
 
 # %% [markdown]
 # The same model with `VITaylor`. The data go into the constructor (as in GPflow's `SGPR`) and
@@ -291,15 +295,7 @@ print(f"true rate from {true_rate.min():.2f} to {true_rate.max():.2f}")
 svgp_poisson = gpflow.models.SVGP(
     gpflow.kernels.SquaredExponential(), gpflow.likelihoods.Poisson(), Z_counts.copy(), num_data=N
 )
-gpflow.set_trainable(svgp_poisson.inducing_variable, False)
-start = time.perf_counter()
-result = gpflow.optimizers.Scipy().minimize(
-    svgp_poisson.training_loss_closure((X_counts, counts)),
-    svgp_poisson.trainable_variables,
-    options={"maxiter": POISSON_SCIPY_MAXITER},
-)
-svgp_poisson_seconds = time.perf_counter() - start
-print(f"SVGP + Scipy: {result.nit} L-BFGS iterations in {svgp_poisson_seconds:.1f} s")
+svgp_poisson_seconds = fit_svgp_with_scipy(svgp_poisson, (X_counts, counts), POISSON_SCIPY_MAXITER)
 
 
 def poisson_model(mean_function=None):
