@@ -8,7 +8,9 @@ Site rules (:mod:`gpflow_fastvi.sites`) produce :class:`Sites`; the Gaussian alg
 q(u) and the collapsed bound.
 """
 
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping, NamedTuple
 
 import tensorflow as tf
 
@@ -30,7 +32,7 @@ class SiteStatistics(NamedTuple):
     by L = chol(Kmm), i.e. with A = L⁻¹ Kmn.
 
     Every field is a sum over points, so statistics of disjoint batches add up
-    (:func:`gpflow_fastvi.gaussian.statistics.site_statistics`).
+    (:func:`gpflow_fastvi.gaussian.statistics.statistics_from_projection`).
     """
 
     AWAt: tf.Tensor
@@ -41,3 +43,33 @@ class SiteStatistics(NamedTuple):
     """Σᵢ aᵢ, a scalar."""
     trace: tf.Tensor
     """Σᵢ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ): the sites' weight on what u cannot explain, a scalar."""
+
+
+@dataclass(frozen=True)
+class Route:
+    """
+    One way to train a model, declared by the model as data and run by
+    :func:`gpflow_fastvi.fit`: which training loop (the *driver*) runs it, with which fixed
+    settings, and which keywords a user may pass (with their defaults).
+
+    A model lists its routes in ``training_routes`` (name ↦ Route) and names one
+    ``default_route``; ``fit(model, method=name, **options)`` checks the name and the keywords
+    against this declaration, in one place, and hands ``settings`` and ``options`` to the driver.
+    """
+
+    driver: str
+    """The loop in :mod:`gpflow_fastvi.training` that runs the route: ``"alternating"``
+    (closed-form site steps alternating with L-BFGS-B on the hyperparameters) or ``"svi"``
+    (mini-batch natural-gradient steps on q(u) with Adam on the hyperparameters)."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The keywords ``fit`` accepts for this route, with their defaults."""
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """What makes the route what it is (e.g. whether site parameters join L-BFGS-B): passed to the
+    driver, not a user keyword."""
+    description: str = ""
+    """One line for the docs and error messages, e.g. the paper's name for the scheme."""
+
+    def __post_init__(self) -> None:
+        # Read-only views: a route is declared once, on the model class, and shared by instances.
+        object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
+        object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))

@@ -69,25 +69,31 @@ def test_time_budget_and_tolerance_stop_the_loop(binary_data):
 
 
 class _CountingModel:
-    """A stand-in with a plan whose default cap is 2 iterations and no convergence test."""
+    """A stand-in for a model, whatever it is: run_plan only reports it."""
 
-    def training_plan(self, data, method=None):
-        calls = []
 
-        def step():
-            time.sleep(0.01)
-            calls.append(1)
-            return float(len(calls))  # rises by 1 per iteration: never converged
+def _counting_plan():
+    """A plan whose default cap is 2 iterations, with no convergence test."""
+    calls = []
 
-        return fv.training.TrainingPlan(method="count", step=step, max_iter=2, tol=0.0)
+    def step():
+        time.sleep(0.01)
+        calls.append(1)
+        return float(len(calls))  # rises by 1 per iteration: never converged
+
+    return fv.training.TrainingPlan(step=step, max_iter=2, tol=0.0)
+
+
+def _run_counting(**kwargs):
+    return fv.training.run_plan(_counting_plan(), _CountingModel(), method="count", **kwargs)
 
 
 def test_a_time_budget_lifts_the_default_iteration_cap_but_not_a_given_one():
-    trace = fv.fit(_CountingModel(), time_budget=0.3)
+    trace = _run_counting(time_budget=0.3)
     assert trace.stop_reason == "time_budget" and len(trace.rows) > 2
-    trace = fv.fit(_CountingModel(), time_budget=0.3, max_iter=3)
+    trace = _run_counting(time_budget=0.3, max_iter=3)
     assert trace.stop_reason == "max_iter" and len(trace.rows) == 3
-    assert fv.fit(_CountingModel()).stop_reason == "max_iter"
+    assert _run_counting().stop_reason == "max_iter"
 
 
 def test_an_unknown_training_keyword_names_the_accepted_ones(binary_data):
@@ -99,7 +105,7 @@ def test_progress_bar_is_shown_on_request(binary_data, capsys):
     fv.fit(make_vijj(binary_data), max_iter=2, progress=True)
     assert "VIJJ (analytic)" in capsys.readouterr().err
     # With a time budget the bar counts training seconds against it.
-    fv.fit(_CountingModel(), time_budget=0.2, progress=True)
+    _run_counting(time_budget=0.2, progress=True)
     err = capsys.readouterr().err
     assert "_CountingModel (count)" in err and "/0.2 s" in err
 
@@ -108,12 +114,25 @@ def test_fit_refuses_misuse(binary_data):
     model = make_vijj(binary_data)
     with pytest.raises(ValueError, match="holds its training data"):
         fv.fit(model, binary_data)
-    with pytest.raises(ValueError, match="method must be one of"):
+    with pytest.raises(ValueError, match=r"method must be one of \['analytic', 'full', 'hybrid'\]"):
         fv.fit(model, method="newton")
     with pytest.raises(ValueError, match="n_upd"):
         fv.fit(model, n_upd=0)
-    with pytest.raises(TypeError, match="no training plan"):
+    with pytest.raises(ValueError, match="maxfun"):
+        fv.fit(model, maxfun=2.5)
+    with pytest.raises(TypeError, match=r"n_upd.*method='full'.*maxfun"):
+        fv.fit(model, method="full", n_upd=3)  # vi-JJ-full has no closed-form updates
+    with pytest.raises(TypeError, match="no training routes"):
         fv.fit(gpflow.models.GPR(binary_data, gpflow.kernels.Matern32()))
+
+
+def test_every_route_is_declared_with_a_driver_fit_knows():
+    """The routes are data on the model classes; fit reads them and nothing else."""
+    for model_class in fv.models.ALL_MODELS:
+        assert model_class.default_route in model_class.training_routes
+        for route in model_class.training_routes.values():
+            assert route.driver in fv.training.DRIVERS
+            assert route.description
 
 
 def test_fit_with_trainable_inducing_inputs_moves_them(binary_data):

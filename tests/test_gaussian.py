@@ -14,7 +14,6 @@ from gpflow_fastvi.gaussian import (
     optimal_q,
     robust_cholesky,
     shift_sites,
-    site_statistics,
     statistics_from_projection,
     sum_over_batches,
     unexplained_variance,
@@ -45,7 +44,7 @@ def random_problem(rng, N=40, M=12, D=2):
 def bound_of(kernel, Z, X, sites):
     iv = gpflow.inducing_variables.InducingPoints(Z)
     L = robust_cholesky(gpflow.covariances.Kuu(iv, kernel), what="Kmm")
-    stats = site_statistics(kernel, iv, X, sites, L)
+    stats = statistics_from_projection(*whitened_projection(kernel, iv, X, L), sites)
     return collapsed_bound(stats, collapsed_factors(stats)), stats, L, iv
 
 
@@ -145,7 +144,9 @@ def test_statistics_add_up_over_batches_with_gradients(rng):
         L = robust_cholesky(gpflow.covariances.Kuu(iv, kernel), what="Kmm")
 
         def batch(X, a, b, w, L):
-            return site_statistics(kernel, iv, X, Sites(a, b, w), L)
+            return statistics_from_projection(
+                *whitened_projection(kernel, iv, X, L), Sites(a, b, w)
+            )
 
         stats = sum_over_batches(batch, (tf.constant(X), *sites), batch_size, (L,))
         return collapsed_bound(stats, collapsed_factors(stats)).total

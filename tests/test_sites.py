@@ -7,7 +7,7 @@ from scipy.special import roots_hermitenorm
 
 from gpflow_fastvi.exceptions import InvalidDataError
 from gpflow_fastvi.sites import jj_lambda, jj_log_sigmoid_bound, jj_optimal_xi, jj_sites
-from gpflow_fastvi.sites._labels import binary_labels_to_01
+from gpflow_fastvi.validation import binary_labels_to_01
 
 T_GRID = np.linspace(-12.0, 12.0, 481)[:, None]
 XI_GRID = np.concatenate([np.linspace(-10.0, 10.0, 81), [1e-9, -1e-9, 0.0]])[None, :]

@@ -28,8 +28,8 @@ from .natural import (
 from .optimal_q import optimal_marginals, optimal_q
 from .statistics import (
     kmm_cholesky,
+    projected_marginals,
     shift_sites,
-    site_statistics,
     statistics_from_projection,
     unexplained_variance,
     whitened_projection,
@@ -53,12 +53,12 @@ __all__ = [
     "natural_step",
     "optimal_marginals",
     "optimal_q",
+    "projected_marginals",
     "q_from_natural",
     "robust_cholesky",
     "shift_sites",
     "site_target",
     "sites_elbo",
-    "site_statistics",
     "statistics_from_projection",
     "sum_over_batches",
     "unexplained_variance",

@@ -31,7 +31,7 @@ from check_shapes import check_shapes
 from ..types import Sites, SiteStatistics
 from .collapsed import gaussian_factors
 from .optimal_q import optimal_q
-from .statistics import shift_sites, statistics_from_projection, unexplained_variance
+from .statistics import projected_marginals, shift_sites, statistics_from_projection
 
 
 class NaturalParameters(NamedTuple):
@@ -79,10 +79,8 @@ def marginals(
 
         E[gᵢ] = aᵢᵀ m,      Var[gᵢ] = Knn,ᵢᵢ − ‖aᵢ‖² + ‖Rᵀ aᵢ‖².
     """
-    Gmu = tf.linalg.matmul(A, m, transpose_a=True)  # Aᵀ m                                 [N, 1]
     RtA = tf.linalg.matmul(R, A, transpose_a=True)  # Rᵀ A                                 [M, N]
-    Gvar = unexplained_variance(A, Knn_diag) + tf.reduce_sum(tf.square(RtA), axis=0)
-    return Gmu, Gvar[:, None]
+    return projected_marginals(A, Knn_diag, m, RtA)
 
 
 @check_shapes("m: [M, 1]", "R: [M, M]", "return: []")

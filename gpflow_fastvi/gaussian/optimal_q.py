@@ -20,7 +20,7 @@ from check_shapes import check_shapes
 
 from .cholesky import checked_cholesky
 from .collapsed import CollapsedFactors
-from .statistics import unexplained_variance
+from .statistics import projected_marginals
 
 
 @check_shapes(
@@ -62,13 +62,12 @@ def optimal_marginals(
     A: tf.Tensor, Knn_diag: tf.Tensor, factors: CollapsedFactors
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """
-    Mean and variance of gᵢ under the optimal q(u), at the points whose projection is A = L⁻¹ Kmn:
+    Mean and variance of gᵢ under the optimal q(u), at the points whose projection is A = L⁻¹ Kmn
+    (:func:`~gpflow_fastvi.gaussian.statistics.projected_marginals` with S = LB⁻¹):
 
         E[gᵢ] = aᵢᵀ LB⁻ᵀ c,      Var[gᵢ] = Knn,ᵢᵢ − ‖aᵢ‖² + ‖LB⁻¹ aᵢ‖².
     """
     LB, c = factors
     mean_v = tf.linalg.triangular_solve(LB, c, lower=True, adjoint=True)  # LB⁻ᵀ c
-    Fmu = tf.linalg.matmul(A, mean_v, transpose_a=True)  # Aᵀ LB⁻ᵀ c         [N, 1]
     LB_inv_A = tf.linalg.triangular_solve(LB, A, lower=True)  # LB⁻¹ A        [M, N]
-    Fvar = unexplained_variance(A, Knn_diag) + tf.reduce_sum(tf.square(LB_inv_A), axis=0)
-    return Fmu, Fvar[:, None]
+    return projected_marginals(A, Knn_diag, mean_v, LB_inv_A)

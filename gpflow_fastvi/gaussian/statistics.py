@@ -62,6 +62,31 @@ def unexplained_variance(A: tf.Tensor, Knn_diag: tf.Tensor) -> tf.Tensor:
 
 
 @check_shapes(
+    "A: [M, N]",
+    "Knn_diag: [N]",
+    "mean: [M, 1]",
+    "root_A: [M, N]",
+    "return[0]: [N, 1]",
+    "return[1]: [N, 1]",
+)
+def projected_marginals(
+    A: tf.Tensor, Knn_diag: tf.Tensor, mean: tf.Tensor, root_A: tf.Tensor
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """
+    Mean and variance of gᵢ = aᵢᵀ v + (the part of gᵢ that u does not explain), for
+    q(v) = N(mean, SᵀS), given the projection A = L⁻¹ Kmn and ``root_A`` = S A:
+
+        E[gᵢ] = aᵢᵀ mean,      Var[gᵢ] = Knn,ᵢᵢ − ‖aᵢ‖² + ‖S aᵢ‖².
+
+    The one formula for marginals; callers differ only in the square root S they have at hand
+    (Rᵀ for a stored q(v) = N(m, R Rᵀ), LB⁻¹ for the optimal q(v) with precision LB LBᵀ).
+    """
+    Gmu = tf.linalg.matmul(A, mean, transpose_a=True)  # Aᵀ mean                            [N, 1]
+    Gvar = unexplained_variance(A, Knn_diag) + tf.reduce_sum(tf.square(root_A), axis=0)
+    return Gmu, Gvar[:, None]
+
+
+@check_shapes(
     "sites.a: [N, 1]",
     "sites.b: [N, 1]",
     "sites.w: [N, 1]",
@@ -97,25 +122,3 @@ def statistics_from_projection(A: tf.Tensor, Knn_diag: tf.Tensor, sites: Sites) 
     Ab = tf.linalg.matmul(A, sites.b)  # A b                                         [M, 1]
     trace = tf.reduce_sum(w * unexplained_variance(A, Knn_diag))  # Σ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ)
     return SiteStatistics(AWAt=AWAt, Ab=Ab, sum_a=tf.reduce_sum(sites.a), trace=trace)
-
-
-@check_shapes(
-    "X: [N, D]",
-    "sites.a: [N, 1]",
-    "L: [M, M]",
-    "return.AWAt: [M, M]",
-)
-def site_statistics(
-    kernel: gpflow.kernels.Kernel,
-    inducing_variable: gpflow.inducing_variables.InducingVariables,
-    X: tf.Tensor,
-    sites: Sites,
-    L: tf.Tensor,
-) -> SiteStatistics:
-    """
-    The site statistics of the points ``X`` (sites on the zero-mean process), in O(N M²) time and
-    O(N M) memory. Statistics of disjoint batches add up; see
-    :func:`gpflow_fastvi.gaussian.batching.sum_over_batches`.
-    """
-    A, Knn_diag = whitened_projection(kernel, inducing_variable, X, L)
-    return statistics_from_projection(A, Knn_diag, sites)

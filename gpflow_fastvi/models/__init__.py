@@ -3,7 +3,19 @@
 from .base import GaussianSitesModel
 from .kl_corrected import KLCorrected
 from .polya_gamma import PolyaGammaSVGP
+from .protocol import SiteModel
 from .vi_jj import VIJJ
 from .vi_taylor import VITaylor
 
-__all__ = ["GaussianSitesModel", "KLCorrected", "PolyaGammaSVGP", "VIJJ", "VITaylor"]
+ALL_MODELS = (VIJJ, VITaylor, PolyaGammaSVGP, KLCorrected)
+"""Every model class of the package, in the order of the docs' model table."""
+
+__all__ = [
+    "ALL_MODELS",
+    "GaussianSitesModel",
+    "KLCorrected",
+    "PolyaGammaSVGP",
+    "SiteModel",
+    "VIJJ",
+    "VITaylor",
+]

@@ -2,12 +2,13 @@
 :class:`GaussianSitesModel`: the state and plumbing every data-holding Gaussian-site model shares.
 
 A subclass supplies only its site rule (the site parameters it owns, how they give sites, and their
-closed-form update from q(f)); everything else — statistics, collapsed bound, optimal q(u), the SVGP
-yardstick ELBO and predictions — is the shared algebra of :mod:`gpflow_fastvi.gaussian`.
+closed-form update from q(f)) and its training routes; everything else — statistics, collapsed
+bound, optimal q(u), the SVGP yardstick ELBO and predictions — is the shared algebra of
+:mod:`gpflow_fastvi.gaussian`, reached through the protocol of :mod:`gpflow_fastvi.models.protocol`.
 """
 
 import abc
-from typing import Any, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -19,42 +20,38 @@ from gpflow.models.training_mixins import InternalDataTrainingLossMixin
 from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from gpflow.utilities import triangular
 
-from ..exceptions import InvalidDataError
 from ..gaussian import (
     CollapsedBound,
     CollapsedFactors,
     collapsed_bound,
     collapsed_factors,
-    kmm_cholesky,
+    expected_sites,
+    kl_to_prior,
     map_over_batches,
+    marginals,
     optimal_marginals,
     optimal_q,
     shift_sites,
     statistics_from_projection,
     sum_over_batches,
-    whitened_projection,
+    whitened_q,
 )
 from ..inducing import InducingSpec, make_inducing_variable
-from ..sites._labels import signed_labels
 from ..types import Sites, SiteStatistics
-from ._checks import is_logit_bernoulli, targets_for_likelihood
+from ..validation import (
+    as_float_array,
+    check_data,
+    is_logit_bernoulli,
+    signed_labels,
+    targets_for_likelihood,
+)
+from .protocol import SiteModel
+
+Projection = Tuple[tf.Tensor, tf.Tensor]
+"""A = L⁻¹ Kmn [M, N] and Knn,ᵢᵢ [N] of a set of points."""
 
 
-def _as_float_array(value: Any, name: str) -> np.ndarray:
-    """A float copy of ``value`` in GPflow's default float, or a clear error."""
-    try:
-        array = np.array(value, dtype=gpflow.config.default_float())
-    except (TypeError, ValueError) as error:
-        raise InvalidDataError(f"{name} must be a numeric array; {error}") from error
-    if array.ndim != 2:
-        raise InvalidDataError(f"{name} must be a rank-2 array; got shape {list(array.shape)}.")
-    if not np.all(np.isfinite(array)):
-        bad = int(np.sum(~np.all(np.isfinite(array), axis=1)))
-        raise InvalidDataError(f"{name} contains NaN or infinite values (in {bad} rows).")
-    return array
-
-
-class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.ABCMeta):
+class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, metaclass=abc.ABCMeta):
     r"""
     Base class of sparse GP models whose likelihood is replaced by Gaussian sites
     aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2, holding their data like :class:`gpflow.models.SGPR`.
@@ -67,6 +64,10 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
     (whitened when ``whiten=True``) and are set in closed form to the optimum for the current θ and
     site parameters by :meth:`update_q`, by :meth:`training_loss` and by
     :func:`gpflow_fastvi.fit`. They are not trainable: an optimiser never moves them.
+
+    A subclass provides :attr:`site_parameters`, :meth:`site_rule` and :meth:`site_update` (its site
+    rule) and its ``training_routes``; the protocol of :class:`~gpflow_fastvi.models.protocol.SiteModel`
+    follows from them.
     """
 
     def __init__(
@@ -74,7 +75,7 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         data: RegressionData,
         kernel: gpflow.kernels.Kernel,
         likelihood: gpflow.likelihoods.Likelihood,
-        inducing_variable: InducingSpec,
+        inducing_variable: Optional[InducingSpec],
         *,
         mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
         whiten: bool = True,
@@ -84,20 +85,25 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
     ):
         """
         :param data: ``(X, Y)`` with X [N, D] and Y [N, 1]. Copied; the caller's arrays are untouched.
-        :param inducing_variable: a GPflow inducing variable, an array Z [M, D], or an int M for M
-            k-means centres of X (seeded by ``kmeans_seed``).
+        :param inducing_variable: a GPflow inducing variable, an array Z [M, D], an int M for M
+            k-means centres of X (seeded by ``kmeans_seed``), or ``None`` for inducing inputs at the
+            data themselves, Z = X: the full GP, O(N³) per pass.
         :param whiten: store q(u) whitened by chol(Kmm), as :class:`gpflow.models.SVGP` does by default.
         :param train_inducing: optimise the inducing inputs with the hyperparameters. Off by default:
             the papers keep them fixed at k-means centres.
         :param batch_size: accumulate the site statistics over batches of this many points, so that
             memory is O(batch_size · M) instead of O(N · M); ``None`` processes all points at once.
         """
-        X, Y = self._validate_data(data, likelihood)
+        X, Y = check_data(data)
+        Y = targets_for_likelihood(likelihood, Y)
         if batch_size is not None and (
             not isinstance(batch_size, (int, np.integer)) or batch_size < 1
         ):
             raise ValueError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
-        inducing_variable = self._make_inducing_variable(inducing_variable, X, kmeans_seed)
+        if inducing_variable is None:  # the full GP: u = f(X)
+            inducing_variable = gpflow.inducing_variables.InducingPoints(X.copy())
+        else:
+            inducing_variable = make_inducing_variable(inducing_variable, X, seed=kmeans_seed)
         super().__init__(kernel, likelihood, mean_function, num_latent_gps=1)
         # Decided once, eagerly: the link is checked numerically, which a traced elbo() cannot do.
         self._logit_bernoulli = is_logit_bernoulli(likelihood)
@@ -137,48 +143,9 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
     ) -> Tuple[tf.Tensor, ...]:
         """The site parameters that are optimal for q(f) = N(Fmu, Fvar) at the points X."""
 
-    def _make_inducing_variable(
-        self, inducing_variable: InducingSpec, X: np.ndarray, kmeans_seed: int
-    ) -> gpflow.inducing_variables.InducingVariables:
-        """The GPflow inducing variable for what the user passed (see :func:`make_inducing_variable`)."""
-        return make_inducing_variable(inducing_variable, X, seed=kmeans_seed)
-
-    def local_bound_terms(self) -> tf.Tensor:
-        """
-        Terms of the model's objective that its sites leave out: none here. A site rule that keeps
-        part of its bound outside the sites (the PPA rule of :class:`~gpflow_fastvi.KLCorrected`)
-        returns it, and every objective below adds it to the collapsed bound.
-        """
-        return tf.constant(0.0, dtype=gpflow.config.default_float())
-
-    # ----------------------------------------------------------------------------------------------
-    # Input checks.
-
-    def _validate_data(
-        self, data: RegressionData, likelihood: gpflow.likelihoods.Likelihood
-    ) -> Tuple[np.ndarray, np.ndarray]:
-        if not isinstance(data, (tuple, list)) or len(data) != 2:
-            raise InvalidDataError("data must be a tuple (X, Y) with X [N, D] and Y [N, 1].")
-        X = _as_float_array(data[0], "X")
-        Y = _as_float_array(data[1], "Y")
-        if Y.shape[1] != 1:
-            raise InvalidDataError(f"Y must have shape [N, 1]; got {list(Y.shape)}.")
-        if X.shape[0] != Y.shape[0]:
-            raise InvalidDataError(
-                f"X and Y must have the same number of rows; got {X.shape[0]} and {Y.shape[0]}."
-            )
-        if X.shape[0] == 0:
-            raise InvalidDataError("data is empty: X and Y have no rows.")
-        return X, targets_for_likelihood(likelihood, Y)
-
-    def _targets_for_likelihood(self, Y: tf.Tensor) -> tf.Tensor:
-        """Targets given at prediction time, converted like the training targets when they are concrete."""
-        if tf.is_tensor(Y) and not hasattr(Y, "numpy"):
-            # Symbolic (inside tf.function): must already be in the likelihood's convention.
-            return Y
-        return tf.convert_to_tensor(
-            targets_for_likelihood(self.likelihood, _as_float_array(Y, "Y"))
-        )
+    def local_sites(self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Sites:
+        """The site rule at the site parameters that are optimal for q(f) = N(Fmu, Fvar)."""
+        return self.site_rule(X, Y, *self.site_update(X, Y, Fmu, Fvar))
 
     # ----------------------------------------------------------------------------------------------
     # The shared algebra, wired to this model's state.
@@ -196,26 +163,27 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         """The sites of the points (X, Y) moved onto the zero-mean process g = f − μ(X)."""
         return shift_sites(self.site_rule(X, Y, *site_parameters), prior_mean)
 
-    def Kmm_cholesky(self) -> tf.Tensor:
-        """L = chol(Kmm + jitter), with jitter that escalates if needed."""
-        return kmm_cholesky(self.kernel, self.inducing_variable)
-
-    def projection(self, X: tf.Tensor, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        """A = L⁻¹ Kmn and the prior variances Knn,ᵢᵢ of the points X (:func:`whitened_projection`)."""
-        return whitened_projection(self.kernel, self.inducing_variable, X, L)
-
     def site_statistics(
-        self, L: tf.Tensor, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None
+        self,
+        L: tf.Tensor,
+        site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
+        projection: Optional[Projection] = None,
     ) -> SiteStatistics:
-        """The site statistics of all the data (in batches of :attr:`batch_size`)."""
+        """
+        The site statistics of all the data (in batches of :attr:`batch_size`).
+
+        :param projection: A and Knn,ᵢᵢ of all the data when the caller has them already; only
+            without batches (where it saves the projection, the dearest part of a pass).
+        """
         X, Y = self.data
         if site_parameters is None:
             site_parameters = self._site_parameter_values()
 
         def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
             *params, L = rest
+            A, Knn_diag = projection if projection is not None else self.projection(X, L)
             sites = self._sites_on_g(X, Y, params, self.mean_function(X))
-            return statistics_from_projection(*self.projection(X, L), sites)
+            return statistics_from_projection(A, Knn_diag, sites)
 
         return sum_over_batches(batch_statistics, (X, Y, *site_parameters), self.batch_size, (L,))
 
@@ -225,8 +193,34 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         return collapsed_bound(stats, collapsed_factors(stats))
 
     def maximum_log_likelihood_objective(self) -> tf.Tensor:
-        """The model's objective: the collapsed bound of its sites plus :meth:`local_bound_terms`."""
-        return self.collapsed_bound().total + self.local_bound_terms()
+        """The model's objective: the collapsed bound of its sites."""
+        return self.collapsed_bound().total
+
+    def objective(self, data: None = None) -> tf.Tensor:
+        """The method's own objective (:meth:`maximum_log_likelihood_objective`)."""
+        self._refuse_data(data, "objective")
+        return self.maximum_log_likelihood_objective()
+
+    def sites_elbo(self) -> tf.Tensor:
+        """
+        The ELBO of the sites at the *stored* q(u), Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL[q(u) ‖ p(u)]
+        for the stored site parameters. It equals the collapsed bound when q(u) is optimal for
+        them (after :meth:`update_q`) and is below it everywhere else.
+        """
+        X, Y = self.data
+        L = self.Kmm_cholesky()
+        m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
+
+        def batch_expectation(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> tf.Tensor:
+            *params, L, m, R = rest
+            A, Knn_diag = self.projection(X, L)
+            Gmu, Fvar = marginals(A, Knn_diag, m, R)
+            Fmu = Gmu + self.mean_function(X)
+            return tf.reduce_sum(expected_sites(self.site_rule(X, Y, *params), Fmu, Fvar))
+
+        tensors = (X, Y, *self._site_parameter_values())
+        expectation = sum_over_batches(batch_expectation, tensors, self.batch_size, (L, m, R))
+        return expectation - kl_to_prior(m, R)
 
     def _bound_and_store_q(
         self, L: Optional[tf.Tensor] = None, stats: Optional[SiteStatistics] = None
@@ -243,7 +237,7 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
         self.q_mu.assign(tf.stop_gradient(q_mu))
         self.q_sqrt.assign(tf.stop_gradient(q_sqrt))
-        return collapsed_bound(stats, factors).total + self.local_bound_terms()
+        return collapsed_bound(stats, factors).total
 
     def training_loss(self) -> tf.Tensor:
         """
@@ -260,7 +254,7 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         """Set q(u) to its closed-form optimum for the current parameters; return the objective."""
         return self._bound_and_store_q()
 
-    def update_sites(self, num_updates: int = 1) -> tf.Tensor:
+    def update_sites(self, num_updates: int = 1, *, data: None = None) -> tf.Tensor:
         """
         Closed-form coordinate ascent on the site parameters: ``num_updates`` times, form the optimal
         q(u) for the current sites and set the site parameters to their optimum for its marginals
@@ -268,40 +262,42 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
         For a bound (:class:`~gpflow_fastvi.VIJJ`) no update can lower it; for
         :class:`~gpflow_fastvi.VITaylor`, whose objective moves with its expansion points, the
         updates are Newton-like steps and the objective need not rise at each of them.
-        Hyperparameters are left alone.
+        Hyperparameters are left alone. Without batches the data are projected once for all the
+        passes of the call.
         """
+        self._refuse_data(data, "update_sites")
         X, Y = self.data
         L = self.Kmm_cholesky()
-        if self.batch_size is None:  # project once, reuse for every pass
-            A, Knn_diag = self.projection(X, L)
-            mean = self.mean_function(X)
+        projection = self.projection(X, L) if self.batch_size is None else None
 
-            def statistics(params: Tuple[tf.Tensor, ...]) -> SiteStatistics:
-                return statistics_from_projection(A, Knn_diag, self._sites_on_g(X, Y, params, mean))
-
-            def updated(factors: CollapsedFactors) -> Tuple[tf.Tensor, ...]:
+        def updated(factors: CollapsedFactors) -> Tuple[tf.Tensor, ...]:
+            def batch_update(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+                A, Knn_diag = projection if projection is not None else self.projection(X, L)
                 Gmu, Fvar = optimal_marginals(A, Knn_diag, factors)
-                return self.site_update(X, Y, Gmu + mean, Fvar)
+                return self.site_update(X, Y, Gmu + self.mean_function(X), Fvar)
 
-        else:
-
-            def statistics(params: Tuple[tf.Tensor, ...]) -> SiteStatistics:
-                return self.site_statistics(L, params)
-
-            def updated(factors: CollapsedFactors) -> Tuple[tf.Tensor, ...]:
-                def batch_update(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, ...]:
-                    A, Knn_diag = self.projection(X, L)
-                    Gmu, Fvar = optimal_marginals(A, Knn_diag, factors)
-                    return self.site_update(X, Y, Gmu + self.mean_function(X), Fvar)
-
-                return tuple(map_over_batches(batch_update, (X, Y), self.batch_size))
+            return tuple(map_over_batches(batch_update, (X, Y), self.batch_size))
 
         params = self._site_parameter_values()
         for _ in range(num_updates):
-            params = updated(collapsed_factors(statistics(params)))
+            params = updated(collapsed_factors(self.site_statistics(L, params, projection)))
         for parameter, value in zip(self.site_parameters, params):
             parameter.assign(value)
-        return self._bound_and_store_q(L, statistics(params))
+        return self._bound_and_store_q(L, self.site_statistics(L, params, projection))
+
+    def _targets_for_likelihood(self, Y: tf.Tensor) -> tf.Tensor:
+        """Targets given at prediction time, converted like the training targets when they are concrete."""
+        if tf.is_tensor(Y) and not hasattr(Y, "numpy"):
+            # Symbolic (inside tf.function): must already be in the likelihood's convention.
+            return Y
+        return tf.convert_to_tensor(targets_for_likelihood(self.likelihood, as_float_array(Y, "Y")))
+
+    def _refuse_data(self, data: object, method: str) -> None:
+        if data is not None:
+            raise ValueError(
+                f"{type(self).__name__} holds its training data (given to the constructor); call "
+                f"{method}() without data."
+            )
 
     # ----------------------------------------------------------------------------------------------
     # The SVGP yardstick and predictions, exactly as in gpflow.models.SVGP.
@@ -319,6 +315,11 @@ class GaussianSitesModel(GPModel, InternalDataTrainingLossMixin, metaclass=abc.A
             self.inducing_variable, self.kernel, self.q_mu, self.q_sqrt, whiten=self.whiten
         )
         return var_exp - kl
+
+    def yardstick_elbo(self, data: None = None) -> tf.Tensor:
+        """The SVGP yardstick, :meth:`elbo`."""
+        self._refuse_data(data, "yardstick_elbo")
+        return self.elbo()
 
     def _expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """

@@ -9,19 +9,10 @@ from check_shapes import inherit_check_shapes
 from gpflow.base import InputData, MeanAndVariance, Parameter, RegressionData
 from gpflow.utilities import positive
 
-from ..gaussian import (
-    expected_sites,
-    kl_to_prior,
-    marginals,
-    robust_cholesky,
-    sum_over_batches,
-    whitened_q,
-)
 from ..inducing import InducingSpec
 from ..sites.ppa import local_terms, ppa_sites, tilted_evidence, tilted_moments
-from ..training.plans import TrainingPlan, alternating_plan
-from ..types import Sites
-from ._checks import check_scalar_likelihood
+from ..types import Route, Sites
+from ..validation import check_scalar_likelihood
 from .base import GaussianSitesModel
 
 BOUNDS = ("kl_corrected", "standard")
@@ -38,8 +29,9 @@ class KLCorrected(GaussianSitesModel):
     closed-form updates (the E-step, :meth:`update_sites`): q(fₙ) ∝ p(yₙ | fₙ) N(fₙ | ⟨f̄ₙ⟩, β⁻¹),
     whose moments come from derivatives of log Zₙ (closed form for GPflow's probit ``Bernoulli()``,
     Gauss–Hermite quadrature for any other likelihood); and q(f̄) is GP regression on the
-    pseudo-targets ⟨fₙ⟩ with noise β⁻¹, i.e. Gaussian sites b = β⟨fₙ⟩, w = β
-    (:mod:`gpflow_fastvi.sites.ppa`) through the shared algebra of :mod:`gpflow_fastvi.gaussian`.
+    pseudo-targets ⟨fₙ⟩ with noise β⁻¹, i.e. Gaussian sites b = β⟨fₙ⟩, w = β whose constants carry
+    the rest of the bound (:mod:`gpflow_fastvi.sites.ppa`), through the shared algebra of
+    :mod:`gpflow_fastvi.gaussian` like every other model.
 
     **The bounds** (both ≤ log p(y); they differ in how the hyperparameters θ = (kernel, β) are
     fitted with q held fixed, the paper's M-step; β only with ``train_beta=True``):
@@ -58,11 +50,12 @@ class KLCorrected(GaussianSitesModel):
     or a GPflow inducing variable) q(f̄) is through u = f̄(Z) as in :class:`gpflow.models.SVGP`,
     each E-step costs O(N M²), and the KL-corrected bound is Titsias' collapsed bound on the
     pseudo-targets, the objective of :class:`gpflow.models.SGPR`; the standard bound is the SVGP
-    ELBO of the same pseudo-data. The full form is the sparse form with Z = X.
+    ELBO of the same pseudo-data. The full form *is* the sparse form with Z = X: one code path.
 
-    **Use.** :func:`gpflow_fastvi.fit` runs the paper's Algorithm 1 (E-step; L-BFGS-B on the
-    trainable hyperparameters; until the bound stops changing), one row of the trace per EM
-    iteration.
+    **Use.** :func:`gpflow_fastvi.fit` runs the paper's Algorithm 1 (``method="em"``: E-step;
+    L-BFGS-B on the trainable hyperparameters for at most ``maxfun`` evaluations, default 10; until
+    the bound stops changing), one row of the trace per EM iteration, each recorded after the
+    E-step, where the two bounds coincide, so that the two choices can be compared row for row.
     :meth:`training_loss` is −(chosen bound), so GPflow's Scipy optimiser runs one full M-step.
     :meth:`predict_f` is the predictive of f = f̄ + ε (variance β⁻¹ added), which is what the
     likelihood sees, so :meth:`predict_y` and :meth:`predict_log_density` are the model's
@@ -70,11 +63,28 @@ class KLCorrected(GaussianSitesModel):
     yardstick E_q[log p(y | f)] − KL[q(f̄) ‖ p(f̄)] at the stored q(f̄).
 
     ``q_mu`` and ``q_sqrt`` hold q(f̄(Z)) unwhitened: the standard bound's M-step holds q(f̄)
-    itself fixed, as in the paper.
+    itself fixed, as in the paper. Like every model it starts from q(u) = N(0, I), SVGP's initial
+    value; :meth:`update_q` (or ``fit``) sets it.
     """
 
+    training_routes = {
+        "em": Route(
+            "alternating",
+            options={"maxfun": 10},
+            settings={
+                "closed_form_sites": True,
+                "sites_in_lbfgs": False,
+                "n_upd": 1,
+                "max_iter": 10_000,
+            },
+            description="King & Lawrence's Algorithm 1: E-step, then L-BFGS-B on θ",
+        ),
+    }
+    default_route = "em"
+    objective_is_bound = True
+
     num_gauss_hermite_points: int = 20
-    """Nodes of the Gauss–Hermite rule for the expectation over q(f̄ₙ) in :meth:`elbo`."""
+    """Nodes of GPflow's Gauss–Hermite rule for the expectation over q(f̄ₙ) in :meth:`elbo`."""
 
     def __init__(
         self,
@@ -129,7 +139,6 @@ class KLCorrected(GaussianSitesModel):
             batch_size=batch_size,
             kmeans_seed=kmeans_seed,
         )
-        self.is_full = inducing_variable is None
         self.bound = bound
         self.beta = Parameter(
             float(beta),
@@ -137,8 +146,9 @@ class KLCorrected(GaussianSitesModel):
             dtype=gpflow.config.default_float(),
             trainable=train_beta,
         )
-        # q(fₙ) is summarised by its two moments and E[log p(yₙ | fₙ)] + H[q(fₙ)]; it starts as the
-        # E-step from q(f̄) = p(f̄).
+        # q(fₙ) is summarised by its two moments and E[log p(yₙ | fₙ)] + H[q(fₙ)]. Their initial
+        # values are the E-step from q(f̄) = p(f̄), an elementwise O(N) formula (as VIJJ's ξ starts
+        # optimal for the prior).
         X, Y = self.data
         f_mean, f_var, f_evidence = self.site_update(
             X, Y, self.mean_function(X), self.kernel(X, full_cov=False)[:, None]
@@ -146,7 +156,6 @@ class KLCorrected(GaussianSitesModel):
         self.f_mean = Parameter(f_mean, trainable=False)
         self.f_var = Parameter(f_var, transform=positive(), trainable=False)
         self.f_evidence = Parameter(f_evidence, trainable=False)
-        self.update_q()
 
     # ----------------------------------------------------------------------------------------------
     # Configuration and input checks.
@@ -162,22 +171,6 @@ class KLCorrected(GaussianSitesModel):
             raise ValueError(f"bound must be one of {BOUNDS}; got {value!r}.")
         self._bound = value
 
-    def _make_inducing_variable(
-        self, inducing_variable: Optional[InducingSpec], X: np.ndarray, kmeans_seed: int
-    ) -> gpflow.inducing_variables.InducingVariables:
-        if inducing_variable is None:  # the full GP: u = f̄(X)
-            return gpflow.inducing_variables.InducingPoints(X.copy())
-        return super()._make_inducing_variable(inducing_variable, X, kmeans_seed)
-
-    def projection(self, X: tf.Tensor, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        """
-        A and Knn,ᵢᵢ for the shared algebra. In the full form u is f̄(X) itself, with prior
-        K̃ = K + jitter = L Lᵀ, so A = L⁻¹ K̃ = Lᵀ and nothing is left unexplained.
-        """
-        if self.is_full:
-            return tf.transpose(L), tf.reduce_sum(tf.square(L), axis=1)
-        return super().projection(X, L)
-
     # ----------------------------------------------------------------------------------------------
     # The PPA site rule.
 
@@ -188,7 +181,7 @@ class KLCorrected(GaussianSitesModel):
     def site_rule(  # type: ignore[override]
         self, X: tf.Tensor, Y: tf.Tensor, f_mean: tf.Tensor, f_var: tf.Tensor, f_evidence: tf.Tensor
     ) -> Sites:
-        return ppa_sites(f_mean, tf.convert_to_tensor(self.beta))
+        return ppa_sites(f_mean, f_var, f_evidence, tf.convert_to_tensor(self.beta))
 
     def site_update(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
@@ -205,7 +198,11 @@ class KLCorrected(GaussianSitesModel):
         return f_mean, f_var, tilted_evidence(log_Z_value, Fmu, f_mean, f_var, beta)
 
     def local_bound_terms(self) -> tf.Tensor:
-        """Σₙ E_q[log p(yₙ | fₙ)] + H[q(fₙ)] − β Var[fₙ]/2 at the stored q(fₙ) (:func:`local_terms`)."""
+        """
+        Σₙ E_q[log p(yₙ | fₙ)] + H[q(fₙ)] − β Var[fₙ]/2 at the stored q(fₙ) (:func:`local_terms`):
+        the part of the sites' constants that the kernel does not touch. Both bounds include it;
+        without it the KL-corrected bound is a GP marginal likelihood on the pseudo-targets.
+        """
         return local_terms(
             tf.convert_to_tensor(self.f_var),
             tf.convert_to_tensor(self.f_evidence),
@@ -217,46 +214,15 @@ class KLCorrected(GaussianSitesModel):
 
     def kl_corrected_bound(self) -> tf.Tensor:
         """
-        The KL-corrected bound (paper eq. 9) at the current θ, β and q(fₙ); q(f̄) is optimal for them.
-
-        Its kernel-dependent part is the collapsed bound of the PPA sites. In the full form that is
-        exactly log N(⟨f⟩ | μ(X), K̃ + β⁻¹I) (paper eq. 10), computed so, with one Cholesky factor
-        of an N × N matrix that β⁻¹ keeps well conditioned.
+        The KL-corrected bound (paper eq. 9) at the current θ, β and q(fₙ); q(f̄) is optimal for
+        them. It is the collapsed bound of the PPA sites: in the full form (Z = X) exactly
+        log N(⟨f⟩ | μ(X), K + β⁻¹I) (paper eq. 10) plus the local terms.
         """
-        if not self.is_full:
-            return self.collapsed_bound().total + self.local_bound_terms()
-        X, _ = self.data
-        beta = tf.convert_to_tensor(self.beta)
-        noise = gpflow.config.default_jitter() + 1.0 / beta  # K̃ + β⁻¹I = K + (jitter + β⁻¹) I
-        L = robust_cholesky(self.kernel(X), jitter=noise, what="K + I/beta")
-        log_marginal = gpflow.logdensities.multivariate_normal(
-            self.f_mean, self.mean_function(X), L
-        )
-        return tf.reduce_sum(log_marginal) + self.local_bound_terms()
+        return self.collapsed_bound().total
 
     def standard_bound(self) -> tf.Tensor:
         """The standard variational bound (paper eq. 3) at the current θ, β, q(fₙ) and stored q(f̄)."""
-        X, _ = self.data
-        L = self.Kmm_cholesky()
-        m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
-        beta = tf.convert_to_tensor(self.beta)
-        if self.is_full:  # q(f̄(X)) is q(u): its marginals are read off q_mu and q_sqrt
-            Fmu = self.q_mu + self.mean_function(X)
-            Fvar = tf.reduce_sum(tf.square(self.q_sqrt[0]), axis=1, keepdims=True)
-            expectation = tf.reduce_sum(expected_sites(ppa_sites(self.f_mean, beta), Fmu, Fvar))
-            return expectation - kl_to_prior(m, R) + self.local_bound_terms()
-
-        def batch_expectation(X: tf.Tensor, f_mean: tf.Tensor, *shared: tf.Tensor) -> tf.Tensor:
-            L, m, R = shared
-            A, Knn_diag = self.projection(X, L)
-            Gmu, Fvar = marginals(A, Knn_diag, m, R)
-            Fmu = Gmu + self.mean_function(X)
-            return tf.reduce_sum(expected_sites(ppa_sites(f_mean, beta), Fmu, Fvar))
-
-        expectation = sum_over_batches(
-            batch_expectation, (X, tf.convert_to_tensor(self.f_mean)), self.batch_size, (L, m, R)
-        )
-        return expectation - kl_to_prior(m, R) + self.local_bound_terms()
+        return self.sites_elbo()
 
     def maximum_log_likelihood_objective(self) -> tf.Tensor:
         """The bound selected by :attr:`bound`."""
@@ -281,20 +247,21 @@ class KLCorrected(GaussianSitesModel):
         is by Gauss–Hermite quadrature. :meth:`elbo` is then the ELBO of
         :class:`gpflow.models.SVGP` with that likelihood at q(f̄), so it is ≤ log p(y).
         """
-        beta = tf.convert_to_tensor(self.beta)
-        nodes, weights = np.polynomial.hermite_e.hermegauss(self.num_gauss_hermite_points)
-        nodes = tf.constant(nodes[:, None, None], dtype=beta.dtype)  # [H, 1, 1]
-        weights = tf.constant(weights / np.sqrt(2.0 * np.pi), dtype=beta.dtype)  # Σ = 1
+        noise = tf.ones_like(Y) / tf.convert_to_tensor(self.beta)
         Fmu, Fvar = GaussianSitesModel.predict_f(self, X)  # q(f̄ₙ), without the noise
-        F = Fmu + tf.sqrt(Fvar) * nodes  # [H, N, 1]
-        H = tf.shape(F)[0]
-        log_Z = self.likelihood.predict_log_density(
-            tf.broadcast_to(X, tf.concat([[H], tf.shape(X)], 0)),
-            F,
-            tf.ones_like(F) / beta,
-            tf.broadcast_to(Y, tf.shape(F)),
-        )  # log p(yₙ | f̄ = node h), [H, N]
-        return tf.reduce_sum(tf.tensordot(weights, log_Z, axes=1))
+        quadrature = gpflow.quadrature.NDiagGHQuadrature(1, self.num_gauss_hermite_points)
+
+        def log_Z(F: tf.Tensor) -> tf.Tensor:  # log p(yₙ | f̄ₙ = F), F: [H, N, 1]
+            shape = tf.shape(F)
+            batch = tf.concat([shape[:1], tf.shape(X)], 0)
+            return self.likelihood.predict_log_density(
+                tf.broadcast_to(X, batch),
+                F,
+                tf.broadcast_to(noise, shape),
+                tf.broadcast_to(Y, shape),
+            )[..., None]
+
+        return tf.reduce_sum(quadrature(log_Z, Fmu, Fvar))
 
     # ----------------------------------------------------------------------------------------------
     # Predictions of f = f̄ + ε.
@@ -313,34 +280,3 @@ class KLCorrected(GaussianSitesModel):
             eye = eye[:, None, :, None] if full_output_cov else eye[None]
             return mean, var + noise * eye
         return mean, var + noise
-
-    # ----------------------------------------------------------------------------------------------
-    # Training.
-
-    def training_plan(
-        self,
-        data: None = None,
-        *,
-        method: Optional[str] = None,
-        maxfun: int = 10,
-    ) -> TrainingPlan:
-        """
-        One EM iteration of the paper's Algorithm 1, repeated by :func:`gpflow_fastvi.fit`:
-        L-BFGS-B on the trainable hyperparameters for at most ``maxfun`` evaluations of the
-        selected bound (the M-step), then the E-step (q(f̄), then q(fₙ), then q(f̄) again for the new
-        q(fₙ)). The trace records the bound after each E-step, where the two bounds coincide, so
-        the two choices can be compared row for row.
-
-        :param method: ``"em"``, the default and only choice.
-        """
-        if data is not None:
-            raise ValueError(
-                "KLCorrected holds its training data (given to the constructor); call fit(model) "
-                "without data."
-            )
-        if method not in (None, "em"):
-            raise ValueError(f"KLCorrected supports method='em' only; got {method!r}.")
-        plan = alternating_plan(
-            self, method="analytic", n_upd=1, maxfun=maxfun, site_variables=[], max_iter=10_000
-        )
-        return plan._replace(method=f"em ({self.bound} bound)")

@@ -8,31 +8,13 @@ from check_shapes import inherit_check_shapes
 from gpflow.base import RegressionData
 
 from ..exceptions import IncompatibleLikelihoodError
-from ..gaussian import kmm_cholesky, sites_elbo, whitened_projection, whitened_q
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
-from ..training.plans import TrainingPlan
-from ..types import Sites
-from ._checks import check_logit_bernoulli
+from ..types import Route, Sites
+from ..validation import check_logit_bernoulli, checked_signed_labels
+from .protocol import SiteModel
 
 
-def checked_signed_labels(Y: tf.Tensor) -> tf.Tensor:
-    """
-    Binary labels in {0, 1} or {−1, +1} as y ∈ {−1, +1}, with an in-graph check (mini-batches from
-    a ``tf.data`` pipeline are never seen in NumPy) that raises naming the model's convention.
-    """
-    zero_one = tf.reduce_all((Y == 0.0) | (Y == 1.0))
-    plus_minus = tf.reduce_all((Y == -1.0) | (Y == 1.0))
-    check = tf.debugging.assert_equal(
-        zero_one | plus_minus,
-        True,
-        message="PolyaGammaSVGP needs binary labels Y, either all in {0, 1} (GPflow's Bernoulli "
-        "convention) or all in {-1, +1}",
-    )
-    with tf.control_dependencies([check]):
-        return tf.where(Y == 1.0, tf.ones_like(Y), -tf.ones_like(Y))
-
-
-class PolyaGammaSVGP(gpflow.models.SVGP):
+class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
     r"""
     :class:`gpflow.models.SVGP` for binary classification with the logit link, whose ELBO is in closed
     form through Pólya-Gamma augmentation (:cite:t:`wenzel2019efficient`), trained by stochastic
@@ -56,6 +38,22 @@ class PolyaGammaSVGP(gpflow.models.SVGP):
 
     Labels may be {0, 1} (GPflow's convention) or {−1, +1}.
     """
+
+    training_routes = {
+        "svi": Route(
+            "svi",
+            options={
+                "batch_size": None,
+                "step_size": None,
+                "learning_rate": 0.01,
+                "steps_per_iteration": None,
+                "seed": 0,
+            },
+            description="natural-gradient SVI on q(u), Adam on θ (Wenzel et al.)",
+        ),
+    }
+    default_route = "svi"
+    objective_is_bound = True
 
     def __init__(
         self,
@@ -106,47 +104,9 @@ class PolyaGammaSVGP(gpflow.models.SVGP):
     # ----------------------------------------------------------------------------------------------
     # The site rule: Pólya-Gamma sites with c optimal for the current q(f).
 
-    def local_sites(self, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Sites:
+    def local_sites(self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Sites:
         """Sites of points with labels Y whose local q(ωᵢ) = PG(1, cᵢ) is optimal for q(f) = N(Fmu, Fvar)."""
-        return pg_sites(checked_signed_labels(Y), pg_optimal_c(Fmu, Fvar))
-
-    def local_c(self, X: tf.Tensor) -> tf.Tensor:
-        """The optimal Pólya-Gamma parameters cᵢ = √(E_q[fᵢ²]) at inputs X [N, D] for the current q(u)."""
-        Fmu, Fvar = self.predict_f(X)
-        return pg_optimal_c(Fmu, Fvar)
-
-    def Kmm_cholesky(self) -> tf.Tensor:
-        """L = chol(Kmm + jitter), with jitter that escalates if needed."""
-        return kmm_cholesky(self.kernel, self.inducing_variable)
-
-    def data_scale(self, X: tf.Tensor) -> tf.Tensor:
-        """num_data / batch size, or 1 when ``num_data`` is ``None`` (as in SVGP)."""
-        dtype = gpflow.config.default_float()
-        if self.num_data is None:
-            return tf.constant(1.0, dtype=dtype)
-        return tf.cast(self.num_data, dtype) / tf.cast(tf.shape(X)[0], dtype)
-
-    def elbo_from_projection(
-        self,
-        L: tf.Tensor,
-        A: tf.Tensor,
-        Knn_diag: tf.Tensor,
-        X: tf.Tensor,
-        Y: tf.Tensor,
-        q_mu: tf.Tensor,
-        q_sqrt: tf.Tensor,
-    ) -> tf.Tensor:
-        """The closed-form ELBO of :meth:`elbo` for a batch already projected (A = L⁻¹ Kmn)."""
-        m, R = whitened_q(q_mu, q_sqrt, L, self.whiten)
-        return sites_elbo(
-            A,
-            Knn_diag,
-            self.mean_function(X),
-            m,
-            R,
-            lambda Fmu, Fvar: self.local_sites(Y, Fmu, Fvar),
-            self.data_scale(X),
-        )
+        return pg_sites(checked_signed_labels(Y, "PolyaGammaSVGP"), pg_optimal_c(Fmu, Fvar))
 
     @inherit_check_shapes
     def elbo(self, data: RegressionData) -> tf.Tensor:
@@ -156,18 +116,38 @@ class PolyaGammaSVGP(gpflow.models.SVGP):
         """
         X, Y = data
         L = self.Kmm_cholesky()
-        A, Knn_diag = whitened_projection(self.kernel, self.inducing_variable, X, L)
-        return self.elbo_from_projection(L, A, Knn_diag, X, Y, self.q_mu, self.q_sqrt)
+        A, Knn_diag = self.projection(X, L)
+        return self.batch_sites_elbo(X, Y, L, A, Knn_diag, self.q_mu, self.q_sqrt)
 
-    def training_plan(
-        self, data: Any, *, method: Optional[str] = None, **svi_options: Any
-    ) -> TrainingPlan:
-        """
-        What :func:`gpflow_fastvi.fit` runs: natural-gradient SVI
-        (:func:`gpflow_fastvi.training.svi.svi_plan`, where ``svi_options`` are described).
-        """
-        from ..training.svi import svi_plan
+    # ----------------------------------------------------------------------------------------------
+    # The rest of the protocol.
 
-        if method not in (None, "svi"):
-            raise ValueError(f"PolyaGammaSVGP is trained by method='svi' only; got {method!r}.")
-        return svi_plan(self, data, **svi_options)
+    def objective(self, data: Optional[RegressionData] = None) -> tf.Tensor:
+        """The method's own objective: the Pólya-Gamma ELBO, :meth:`elbo`."""
+        return self.elbo(self._require_data(data, "objective"))
+
+    def yardstick_elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
+        """SVGP's own ELBO (the likelihood's quadrature) at the current q(u), ≥ :meth:`elbo`."""
+        return gpflow.models.SVGP.elbo(self, self._require_data(data, "yardstick_elbo"))
+
+    def update_sites(
+        self, num_updates: int = 1, *, data: Optional[RegressionData] = None
+    ) -> tf.Tensor:
+        """
+        ``num_updates`` natural-gradient steps of size ρ = 1 on the batch ``data``: with all the
+        training data each lands on the closed-form optimum q(u) for the current hyperparameters
+        and the sites of the previous q(u). Returns :meth:`elbo` after the last step.
+        """
+        data = self._require_data(data, "update_sites")
+        if num_updates < 1:
+            raise ValueError(f"num_updates must be a positive integer; got {num_updates!r}.")
+        for _ in range(num_updates):
+            objective = self.natural_gradient_step(data, 1.0)
+        return objective
+
+    def _require_data(self, data: Any, method: str) -> RegressionData:
+        if data is None:
+            raise ValueError(
+                f"PolyaGammaSVGP takes its data per call, as SVGP does: {method}((X, Y))."
+            )
+        return data

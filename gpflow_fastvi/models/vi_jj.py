@@ -7,11 +7,9 @@ import tensorflow as tf
 from gpflow.base import Parameter, RegressionData
 
 from ..inducing import InducingSpec
-from ..sites._labels import signed_labels
 from ..sites.jaakkola_jordan import jj_optimal_xi, jj_sites
-from ..training.plans import TrainingPlan, alternating_plan
-from ..types import Sites
-from ._checks import check_logit_bernoulli
+from ..types import Route, Sites
+from ..validation import check_logit_bernoulli, signed_labels
 from .base import GaussianSitesModel
 
 
@@ -29,9 +27,11 @@ class VIJJ(GaussianSitesModel):
     - :meth:`training_loss` is −Ĵ(θ, ξ). ξ is a trainable :class:`~gpflow.Parameter`, so
       ``gpflow.optimizers.Scipy().minimize(model.training_loss, model.trainable_variables)``
       maximises Ĵ over θ and ξ together (the paper's vi-JJ-full).
-    - :func:`gpflow_fastvi.fit` runs the paper's algorithms: ``method="analytic"`` (vi-JJ, the
-      default: closed-form updates of ξ and q(u), then a few L-BFGS-B steps on θ), ``"full"``
-      (vi-JJ-full) or ``"hybrid"`` (vi-JJ-hybrid).
+    - :func:`gpflow_fastvi.fit` runs the paper's algorithms (:attr:`training_routes`):
+      ``method="analytic"`` (vi-JJ, the default: ``n_upd`` closed-form updates of ξ and q(u), then
+      L-BFGS-B on θ for at most ``maxfun`` evaluations, default 3 and 5), ``"full"`` (vi-JJ-full:
+      L-BFGS-B on θ and ξ together, ``maxfun`` default 20 per outer iteration) or ``"hybrid"``
+      (vi-JJ-hybrid: closed-form updates, then L-BFGS-B on both).
     - :meth:`elbo` is the standard SVGP ELBO at the current q(u), ≥ Ĵ.
     - ``q_mu``, ``q_sqrt``, ``whiten``, ``inducing_variable``, ``num_data`` mean what they mean in
       :class:`gpflow.models.SVGP`, so predictions, ``print_summary``, posteriors and checkpoints
@@ -39,6 +39,29 @@ class VIJJ(GaussianSitesModel):
 
     Labels may be {0, 1} (GPflow's convention, stored as such) or {−1, +1}.
     """
+
+    training_routes = {
+        "analytic": Route(
+            "alternating",
+            options={"n_upd": 3, "maxfun": 5},
+            settings={"closed_form_sites": True, "sites_in_lbfgs": False},
+            description="vi-JJ: closed-form ξ and q(u), then L-BFGS-B on θ",
+        ),
+        "full": Route(
+            "alternating",
+            options={"maxfun": 20},
+            settings={"closed_form_sites": False, "sites_in_lbfgs": True},
+            description="vi-JJ-full: L-BFGS-B on θ and ξ together",
+        ),
+        "hybrid": Route(
+            "alternating",
+            options={"n_upd": 3, "maxfun": 5},
+            settings={"closed_form_sites": True, "sites_in_lbfgs": True},
+            description="vi-JJ-hybrid: closed-form ξ and q(u), then L-BFGS-B on θ and ξ",
+        ),
+    }
+    default_route = "analytic"
+    objective_is_bound = True
 
     def __init__(
         self,
@@ -92,32 +115,3 @@ class VIJJ(GaussianSitesModel):
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
     ) -> Tuple[tf.Tensor, ...]:
         return (jj_optimal_xi(Fmu, Fvar),)
-
-    def training_plan(
-        self,
-        data: None = None,
-        *,
-        method: Optional[str] = None,
-        n_upd: int = 3,
-        maxfun: Optional[int] = None,
-    ) -> TrainingPlan:
-        """
-        The outer iteration :func:`gpflow_fastvi.fit` repeats.
-
-        :param method: ``"analytic"`` (vi-JJ, default): ``n_upd`` closed-form updates of ξ and q(u),
-            then L-BFGS-B on the hyperparameters for at most ``maxfun`` evaluations (default 5);
-            ``"full"`` (vi-JJ-full): L-BFGS-B on hyperparameters and ξ together (default 20
-            evaluations per outer iteration); ``"hybrid"`` (vi-JJ-hybrid): closed-form updates, then
-            L-BFGS-B on both (default 5).
-        """
-        if data is not None:
-            raise ValueError(
-                "VIJJ holds its training data (given to the constructor); call fit(model) without data."
-            )
-        return alternating_plan(
-            self,
-            method=method or "analytic",
-            n_upd=n_upd,
-            maxfun=maxfun,
-            site_variables=[self.xi.unconstrained_variable],
-        )

@@ -8,9 +8,8 @@ from gpflow.base import Parameter, RegressionData
 
 from ..inducing import InducingSpec
 from ..sites.taylor import taylor_sites
-from ..training.plans import TrainingPlan, alternating_plan
-from ..types import Sites
-from ._checks import check_scalar_likelihood
+from ..types import Route, Sites
+from ..validation import check_scalar_likelihood
 from .base import GaussianSitesModel
 
 
@@ -30,9 +29,10 @@ class VITaylor(GaussianSitesModel):
     likelihood's own quadrature). With a Gaussian likelihood the expansion is exact and J̃ is
     Titsias' bound, the objective of :class:`gpflow.models.SGPR`.
 
-    - :func:`gpflow_fastvi.fit` runs vi-Taylor: closed-form updates of ξ and q(u), then a few
-      L-BFGS-B steps on θ at fixed ξ (``method="analytic"``, the only one: ξ is not a free
-      parameter of a bound, so it is never optimised numerically).
+    - :func:`gpflow_fastvi.fit` runs vi-Taylor: ``n_upd`` closed-form updates of ξ and q(u), then
+      L-BFGS-B on θ at fixed ξ for at most ``maxfun`` evaluations (default 3 and 5, as in the
+      paper; ``method="analytic"``, the only route: ξ is not a free parameter of a bound, so the
+      'full' and 'hybrid' schemes of VIJJ do not apply and ξ is never optimised numerically).
     - :meth:`training_loss` is −J̃ at the current ξ, and stores the matching q(u), so
       ``gpflow.optimizers.Scipy().minimize(model.training_loss, model.trainable_variables)`` fits θ
       for the current expansion points.
@@ -43,6 +43,17 @@ class VITaylor(GaussianSitesModel):
     non-negative integers. Where the likelihood is not log-concave the site curvature is clipped at 0
     (see :mod:`gpflow_fastvi.sites.taylor`).
     """
+
+    training_routes = {
+        "analytic": Route(
+            "alternating",
+            options={"n_upd": 3, "maxfun": 5},
+            settings={"closed_form_sites": True, "sites_in_lbfgs": False},
+            description="vi-Taylor: closed-form ξ and q(u), then L-BFGS-B on θ at fixed ξ",
+        ),
+    }
+    default_route = "analytic"
+    objective_is_bound = False
 
     def __init__(
         self,
@@ -97,33 +108,3 @@ class VITaylor(GaussianSitesModel):
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
     ) -> Tuple[tf.Tensor, ...]:
         return (Fmu,)
-
-    def training_plan(
-        self,
-        data: None = None,
-        *,
-        method: Optional[str] = None,
-        n_upd: int = 3,
-        maxfun: Optional[int] = None,
-    ) -> TrainingPlan:
-        """
-        The outer iteration :func:`gpflow_fastvi.fit` repeats: ``n_upd`` closed-form updates of ξ
-        and q(u), then L-BFGS-B on the hyperparameters at fixed ξ for at most ``maxfun``
-        evaluations (default 5, as in the paper).
-
-        :param method: ``"analytic"`` (vi-Taylor), the default and only choice.
-        """
-        if data is not None:
-            raise ValueError(
-                "VITaylor holds its training data (given to the constructor); call fit(model) "
-                "without data."
-            )
-        if method not in (None, "analytic"):
-            raise ValueError(
-                f"VITaylor supports method='analytic' only; got {method!r}. Its objective is a "
-                "local approximation at the expansion points ξ, not a bound to maximise over ξ, so "
-                "the 'full' and 'hybrid' schemes of VIJJ do not apply."
-            )
-        return alternating_plan(
-            self, method="analytic", n_upd=n_upd, maxfun=maxfun, site_variables=[]
-        )

@@ -18,18 +18,18 @@ Zₙ is ``likelihood.predict_log_density`` at mean μₙ and variance β⁻¹: c
 probit ``Bernoulli()``, Gauss–Hermite quadrature for every other scalar likelihood (the logit
 included). :func:`tilted_moments` differentiates it automatically.
 
-**q(f̄) given q(fₙ)** is GP regression on the pseudo-targets ⟨fₙ⟩ with noise variance β⁻¹. As a
-Gaussian site on f̄ₙ that is
+**q(f̄) given q(fₙ)** is GP regression on the pseudo-targets ⟨fₙ⟩ with noise variance β⁻¹. The
+site on f̄ₙ is point n's whole contribution to the bound at the stored q(fₙ), a quadratic in f̄ₙ:
 
-    exp⟨log N(fₙ | f̄ₙ, β⁻¹)⟩_q(fₙ) ∝ N(⟨fₙ⟩ | f̄ₙ, β⁻¹):    a = log N(⟨fₙ⟩ | 0, β⁻¹),  b = β ⟨fₙ⟩,  w = β
+    E_q(fₙ)[log p(yₙ | fₙ) + log N(fₙ | f̄ₙ, β⁻¹) − log q(fₙ)]
+      = log N(⟨fₙ⟩ | f̄ₙ, β⁻¹) − β Var[fₙ]/2 + E_q(fₙ)[log p(yₙ | fₙ)] + H[q(fₙ)]
+      ≤ log ∫ p(yₙ | f) N(f | f̄ₙ, β⁻¹) df                                        (Jensen),
 
-(:func:`ppa_sites`; the dropped factor exp(−β Var[fₙ]/2) is carried by :func:`local_terms`).
-Both of the paper's bounds on log p(y) are the Gaussian algebra of these sites plus the θ-free sum
-
-    Σₙ ( E_q(fₙ)[log p(yₙ | fₙ)] + H[q(fₙ)] − β Var[fₙ] / 2 ),
-
-which, at the tilted q(fₙ), is log Zₙ + ½ log(2π/β) + gₙ²/(2β) per point (the first two terms
-alone, :func:`tilted_evidence`, are log Zₙ + ½ log(2π/β) + ½ + (gₙ² + hₙ)/(2β)).
+so b = β⟨fₙ⟩, w = β and a = log N(⟨fₙ⟩ | 0, β⁻¹) plus the local term, free of the kernel,
+E_q(fₙ)[log p(yₙ | fₙ)] + H[q(fₙ)] − β Var[fₙ]/2 (:func:`ppa_sites`). Both of the paper's bounds
+on log p(y) are then the shared Gaussian algebra of these sites and nothing else. At the tilted
+q(fₙ) the local term is log Zₙ + ½ log(2π/β) + gₙ²/(2β) per point (:func:`local_terms`; the first
+two of its terms alone, :func:`tilted_evidence`, are log Zₙ + ½ log(2π/β) + ½ + (gₙ² + hₙ)/(2β)).
 """
 
 import math
@@ -46,17 +46,24 @@ LogNormaliser = Callable[[tf.Tensor], tf.Tensor]
 
 
 @check_shapes(
-    "f_mean: [N, 1]", "beta: []", "return.a: [N, 1]", "return.b: [N, 1]", "return.w: [N, 1]"
+    "f_mean: [N, 1]",
+    "f_var: [N, 1]",
+    "evidence: [N, 1]",
+    "beta: []",
+    "return.a: [N, 1]",
+    "return.b: [N, 1]",
+    "return.w: [N, 1]",
 )
-def ppa_sites(f_mean: tf.Tensor, beta: tf.Tensor) -> Sites:
+def ppa_sites(f_mean: tf.Tensor, f_var: tf.Tensor, evidence: tf.Tensor, beta: tf.Tensor) -> Sites:
     """
-    The sites of the pseudo-observations ⟨fₙ⟩ = ``f_mean`` with noise precision β on f̄:
-    a + b f̄ − w f̄²/2 = log N(⟨fₙ⟩ | f̄ₙ, β⁻¹).
+    The sites on f̄ of points whose q(fₙ) has mean ``f_mean``, variance ``f_var`` and
+    E_q[log p(yₙ | fₙ)] + H[q(fₙ)] = ``evidence`` (see the module docstring):
+    a + b f̄ − w f̄²/2 = log N(⟨fₙ⟩ | f̄ₙ, β⁻¹) + evidence − β Var[fₙ]/2.
     """
     w = beta * tf.ones_like(f_mean)
     b = beta * f_mean
-    a = 0.5 * tf.math.log(beta / (2.0 * math.pi)) - 0.5 * beta * tf.square(f_mean)
-    return Sites(a=a, b=b, w=w)
+    log_normal = 0.5 * tf.math.log(beta / (2.0 * math.pi)) - 0.5 * beta * tf.square(f_mean)
+    return Sites(a=log_normal + evidence - 0.5 * beta * f_var, b=b, w=w)
 
 
 @check_shapes(
@@ -125,8 +132,8 @@ def tilted_evidence(
 @check_shapes("f_var: [N, 1]", "evidence: [N, 1]", "beta: []", "return: []")
 def local_terms(f_var: tf.Tensor, evidence: tf.Tensor, beta: tf.Tensor) -> tf.Tensor:
     """
-    Σₙ (E_q(fₙ)[log p(yₙ | fₙ)] + H[q(fₙ)] − β Var[fₙ] / 2): the part of both PPA bounds that the
-    sites of :func:`ppa_sites` leave out. It does not involve the kernel; β enters through the last
-    term only, as q(fₙ) is held fixed while the hyperparameters move.
+    Σₙ (E_q(fₙ)[log p(yₙ | fₙ)] + H[q(fₙ)] − β Var[fₙ] / 2): the part of the sites' constants
+    :func:`ppa_sites` that the kernel does not touch; β enters through the last term only, as
+    q(fₙ) is held fixed while the hyperparameters move.
     """
     return tf.reduce_sum(evidence) - 0.5 * beta * tf.reduce_sum(f_var)

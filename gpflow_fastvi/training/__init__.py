@@ -1,10 +1,11 @@
-"""Training loops: the model-agnostic :func:`fit` and the per-model plans it runs."""
+"""Training loops: the model-agnostic :func:`fit`, and the drivers that build the plans it runs."""
 
-from .loops import Trace, fit
+from .loops import DRIVERS, Trace, fit, run_plan
 from .plans import LBFGSStage, TrainingPlan, alternating_plan
 from .svi import NaturalGradientSVI, RobbinsMonro, svi_plan
 
 __all__ = [
+    "DRIVERS",
     "LBFGSStage",
     "NaturalGradientSVI",
     "RobbinsMonro",
@@ -12,5 +13,6 @@ __all__ = [
     "TrainingPlan",
     "alternating_plan",
     "fit",
+    "run_plan",
     "svi_plan",
 ]

@@ -1,12 +1,14 @@
 """
 :func:`fit`: the one training entry point of every model, and the :class:`Trace` it returns.
 
-The loop is model-agnostic: a model's ``training_plan`` says what one outer iteration does; ``fit``
-repeats it until the objective stops changing, an iteration cap or a time budget, timing it with
-the callback's time left out, and shows a progress bar on request.
+The loop is model-agnostic. A model declares its training routes as data
+(``training_routes``, :class:`~gpflow_fastvi.types.Route`); ``fit`` checks the route and its
+keywords against that declaration (here, and nowhere else), asks the route's driver for a plan of
+one outer iteration, and :func:`run_plan` repeats it until the objective stops changing, an
+iteration cap or a time budget, timing it with the callback's time left out, and shows a progress
+bar on request.
 """
 
-import inspect
 import sys
 import time
 from dataclasses import dataclass, field
@@ -14,9 +16,19 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
+from gpflow.models.training_mixins import InternalDataTrainingLossMixin
 from tqdm.auto import tqdm
 
 from ..exceptions import CholeskyError
+from ..models import SiteModel
+from .plans import TrainingPlan, alternating_plan
+from .svi import svi_plan
+
+DRIVERS: Mapping[str, Callable[..., TrainingPlan]] = {
+    "alternating": alternating_plan,
+    "svi": svi_plan,
+}
+"""The training loops a :class:`~gpflow_fastvi.types.Route` can name, by ``Route.driver``."""
 
 Callback = Callable[[Any], Optional[Mapping[str, Any]]]
 
@@ -43,19 +55,6 @@ class Trace:
         return np.array([row.get(key, np.nan) for row in self.rows], dtype=float)
 
 
-def _keywords(function: Callable[..., Any]) -> List[str]:
-    """The keyword-only parameters of ``function`` (a model's ``training_plan``)."""
-    parameters = inspect.signature(function).parameters.values()
-    return [p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY]
-
-
-def _unknown_keywords(function: Callable[..., Any], given: Mapping[str, Any]) -> List[str]:
-    parameters = inspect.signature(function).parameters.values()
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return []
-    return sorted(set(given) - set(_keywords(function)))
-
-
 def fit(
     model: Any,
     data: Any = None,
@@ -66,17 +65,19 @@ def fit(
     time_budget: Optional[float] = None,
     callback: Optional[Callback] = None,
     progress: bool = False,
-    **model_specific: Any,
+    **options: Any,
 ) -> Trace:
     """
     Train ``model`` with its own fast algorithm and return a :class:`Trace`.
 
-    For :class:`~gpflow_fastvi.VIJJ` this is vi-JJ (``method="analytic"``, the default), vi-JJ-full
-    (``"full"``) or vi-JJ-hybrid (``"hybrid"``); see ``VIJJ.training_plan`` for the model-specific
-    keywords (``n_upd``, ``maxfun``).
+    ``method`` names one of the model's ``training_routes`` (default: its ``default_route``), and
+    ``options`` are that route's keywords, such as ``n_upd`` and ``maxfun``; ``VIJJ.training_routes``
+    lists them with their defaults. For :class:`~gpflow_fastvi.VIJJ` the routes are vi-JJ
+    (``"analytic"``, the default), vi-JJ-full (``"full"``) and vi-JJ-hybrid (``"hybrid"``).
 
-    :param data: ``None`` for models that hold their data.
-    :param max_iter: cap on outer iterations. ``None`` takes the model's default, or no cap at all
+    :param data: ``None`` for models that hold their data; ``(X, Y)`` or a ``tf.data.Dataset`` for
+        :class:`~gpflow_fastvi.PolyaGammaSVGP`.
+    :param max_iter: cap on outer iterations. ``None`` takes the route's default, or no cap at all
         when a ``time_budget`` is given: the budget (or convergence) ends the run.
     :param tol: stop when the objective changes by at most ``tol · max(1, |objective|)`` between
         outer iterations.
@@ -86,19 +87,61 @@ def fit(
     :param progress: show a progress bar: of training seconds against ``time_budget`` if one is
         given (callback time left out, as in the trace), of outer iterations otherwise.
     """
-    if not hasattr(model, "training_plan"):
+    if not isinstance(model, SiteModel):
         raise TypeError(
-            f"fit() trains gpflow_fastvi models; {type(model).__name__} has no training plan. "
+            f"fit() trains gpflow_fastvi models; {type(model).__name__} has no training routes. "
             "Train GPflow models with gpflow.optimizers.Scipy or a Keras optimiser."
         )
-    unknown = _unknown_keywords(model.training_plan, model_specific)
+    name = type(model).__name__
+    route_name = model.default_route if method is None else method
+    if route_name not in model.training_routes:
+        raise ValueError(
+            f"method must be one of {sorted(model.training_routes)} for {name}; got {method!r}."
+        )
+    route = model.training_routes[route_name]
+    unknown = sorted(set(options) - set(route.options))
     if unknown:
         raise TypeError(
-            f"fit() got keyword(s) {', '.join(unknown)} that {type(model).__name__} does not take; "
-            f"its training keywords are: {', '.join(_keywords(model.training_plan)) or 'none'}. "
+            f"fit() got keyword(s) {', '.join(unknown)} that {name} (method={route_name!r}) does "
+            f"not take; its training keywords are: {', '.join(route.options) or 'none'}. "
             "Model settings such as train_inducing go to the model's constructor."
         )
-    plan = model.training_plan(data, method=method, **model_specific)
+    holds_data = isinstance(model, InternalDataTrainingLossMixin)
+    if holds_data and data is not None:
+        raise ValueError(
+            f"{name} holds its training data (given to the constructor); call fit(model) without "
+            "data."
+        )
+    if not holds_data and data is None:
+        raise ValueError(f"{name} takes its data in fit(model, data, ...).")
+    plan = DRIVERS[route.driver](model, data, **route.settings, **{**route.options, **options})
+    return run_plan(
+        plan,
+        model,
+        method=route_name,
+        max_iter=max_iter,
+        tol=tol,
+        time_budget=time_budget,
+        callback=callback,
+        progress=progress,
+    )
+
+
+def run_plan(
+    plan: TrainingPlan,
+    model: Any,
+    *,
+    method: str,
+    max_iter: Optional[int] = None,
+    tol: Optional[float] = None,
+    time_budget: Optional[float] = None,
+    callback: Optional[Callback] = None,
+    progress: bool = False,
+) -> Trace:
+    """
+    Repeat ``plan.step`` as :func:`fit` describes and record it in a :class:`Trace` named
+    ``method``; the arguments are :func:`fit`'s, ``None`` taking the plan's defaults.
+    """
     if max_iter is None:
         max_iter = sys.maxsize if time_budget is not None else plan.max_iter
     tol = plan.tol if tol is None else tol
@@ -107,8 +150,8 @@ def fit(
     if time_budget is not None and time_budget <= 0:
         raise ValueError(f"time_budget must be positive seconds; got {time_budget}.")
 
-    trace = Trace(method=plan.method)
-    description = f"{type(model).__name__} ({plan.method})"
+    trace = Trace(method=method)
+    description = f"{type(model).__name__} ({method})"
     if time_budget is not None:
         bar = tqdm(total=time_budget, unit="s", disable=not progress, desc=description)
         bar.bar_format = "{l_bar}{bar}| {n:.1f}/{total:g} s {postfix}"

@@ -2,25 +2,24 @@
 Training plans: what one outer iteration of :func:`gpflow_fastvi.fit` does for a given model.
 
 A plan is a compiled step and nothing else; the loop around it (tolerance, budget, trace, progress)
-lives in :mod:`gpflow_fastvi.training.loops` and is the same for every model.
+lives in :mod:`gpflow_fastvi.training.loops` and is the same for every model. The functions that
+build plans (the *drivers*: :func:`alternating_plan` here, :func:`~gpflow_fastvi.training.svi.svi_plan`)
+drive a model through its public protocol (:class:`~gpflow_fastvi.models.protocol.SiteModel`) only.
 """
 
-from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, NamedTuple, Sequence, Tuple
 
 import gpflow
 import numpy as np
 import scipy.optimize
 import tensorflow as tf
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..models.base import GaussianSitesModel
+from ..models import GaussianSitesModel
 
 
 class TrainingPlan(NamedTuple):
     """One outer iteration of a model's training algorithm, and its defaults."""
 
-    method: str
-    """The algorithm's name, recorded in the trace."""
     step: Callable[[], float]
     """Runs one outer iteration and returns the model's objective (to be maximised) after it."""
     max_iter: int
@@ -79,55 +78,53 @@ class LBFGSStage:
         return result
 
 
-_METHODS = {
-    # method: (closed-form site updates?, site parameters in L-BFGS-B?, default maxfun)
-    "analytic": (True, False, 5),
-    "full": (False, True, 20),
-    "hybrid": (True, True, 5),
-}
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+    return int(value)
 
 
 def alternating_plan(
-    model: "GaussianSitesModel",
+    model: GaussianSitesModel,
+    data: None = None,
     *,
-    method: str,
-    n_upd: int,
-    maxfun: Optional[int],
-    site_variables: List[tf.Variable],
+    closed_form_sites: bool,
+    sites_in_lbfgs: bool,
+    maxfun: int,
+    n_upd: int = 1,
     max_iter: int = 1000,
     tol: float = 1e-5,
 ) -> TrainingPlan:
     """
-    The alternating scheme of :cite:t:`izmailov2017faster` (Algorithm 1) and its variants:
+    The alternating scheme of :cite:t:`izmailov2017faster` (Algorithm 1) and its variants, the
+    driver of every route declared ``Route("alternating", ...)``:
 
-    1. ``n_upd`` closed-form updates of the site parameters and q(u) (``analytic``, ``hybrid``);
-    2. L-BFGS-B for at most ``maxfun`` evaluations of the collapsed bound, over the trainable
-       hyperparameters (``analytic``) or over them and the site parameters (``full``, ``hybrid``).
+    1. with ``closed_form_sites``, ``n_upd`` closed-form updates of the site parameters and q(u)
+       (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.update_sites`);
+    2. L-BFGS-B for at most ``maxfun`` evaluations of the model's ``training_loss``, over the
+       trainable hyperparameters, and also over the trainable site parameters with
+       ``sites_in_lbfgs``.
 
     An outer iteration runs stage 2 and then stage 1 of the next iteration (the very first one
     runs stage 1 first as well), so that it ends with q(u) optimal for the current parameters and
-    the trace's callback sees the model as a user would; ``full`` only refreshes q(u) there. Only
-    two functions are compiled, once per :func:`fit` call. Stage 1 cannot lower the bound and
-    stage 2 is a descent method on −bound, so the objective is non-decreasing up to L-BFGS-B's
-    line-search tolerance.
-    """
-    if method not in _METHODS:
-        raise ValueError(f"method must be one of {sorted(_METHODS)}; got {method!r}.")
-    if not isinstance(n_upd, (int, np.integer)) or n_upd < 1:
-        raise ValueError(f"n_upd must be a positive integer; got {n_upd!r}.")
-    closed_form_sites, sites_in_lbfgs, default_maxfun = _METHODS[method]
-    maxfun = default_maxfun if maxfun is None else maxfun
-    if not isinstance(maxfun, (int, np.integer)) or maxfun < 1:
-        raise ValueError(f"maxfun must be a positive integer; got {maxfun!r}.")
+    the trace's callback sees the model as a user would; without ``closed_form_sites`` it only
+    refreshes q(u) there. Only two functions are compiled, once per :func:`fit` call. Stage 1 cannot
+    lower a bound and stage 2 is a descent method on −bound, so the objective is non-decreasing up
+    to L-BFGS-B's line-search tolerance.
 
+    :param data: ``None``: the model holds its data.
+    """
+    n_upd = _positive_int(n_upd, "n_upd")
+    maxfun = _positive_int(maxfun, "maxfun")
+    site_variables = [p.unconstrained_variable for p in model.site_parameters if p.trainable]
     site_ids = {id(v) for v in site_variables}
     variables = [v for v in model.trainable_variables if id(v) not in site_ids]
     if sites_in_lbfgs:
         variables += site_variables
-    lbfgs = LBFGSStage(model._training_loss, variables, int(maxfun)) if variables else None
+    lbfgs = LBFGSStage(model.training_loss, variables, maxfun) if variables else None
     # Our maths uses TensorFlow control flow explicitly: AutoGraph would only slow tracing down.
     closed_form = tf.function(
-        lambda: model.update_sites(int(n_upd) if closed_form_sites else 0), autograph=False
+        lambda: model.update_sites(num_updates=n_upd if closed_form_sites else 0), autograph=False
     )
     started = False
 
@@ -142,4 +139,4 @@ def alternating_plan(
         # optimal q(u) and returning the bound, so each row of the trace sees a current q(u).
         return float(closed_form())
 
-    return TrainingPlan(method=method, step=step, max_iter=max_iter, tol=tol)
+    return TrainingPlan(step=step, max_iter=max_iter, tol=tol)

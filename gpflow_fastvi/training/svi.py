@@ -5,13 +5,13 @@ Stochastic variational inference with closed-form natural-gradient steps on q(u)
 
 One step on a mini-batch of s out of n points:
 
-1. the sites' local parameters (Pólya-Gamma cᵢ) are set in closed form for the current q(u);
-2. q(u) takes a natural-gradient step of size ρₜ towards the batch's closed-form optimum scaled by
-   n/s (:func:`gpflow_fastvi.gaussian.natural_gradient_update`);
-3. the hyperparameters (and any other trainable variable except ``q_mu``/``q_sqrt``) take an Adam
-   step on the batch's ELBO at the new q(u).
+1. the model's :meth:`~gpflow_fastvi.models.protocol.SiteModel.natural_gradient_step`: the sites'
+   local parameters (Pólya-Gamma cᵢ) are set in closed form for the current q(u), and q(u) takes a
+   natural-gradient step of size ρₜ towards the batch's closed-form optimum scaled by n/s;
+2. the hyperparameters (and any other trainable variable except ``q_mu``/``q_sqrt``) take an Adam
+   step on the batch's ELBO at the new q(u), which that step returns.
 
-All three run in one compiled function that is traced once: batches enter through an input
+Both run in one compiled function that is traced once: batches enter through an input
 signature with an unknown batch size, and ρₜ is computed in the graph from a step counter.
 """
 
@@ -22,8 +22,8 @@ import numpy as np
 import tensorflow as tf
 
 from ..exceptions import InvalidDataError
-from ..gaussian import natural_gradient_update, whitened_projection
-from ..sites._labels import binary_labels_to_01
+from ..models import SiteModel
+from ..validation import batch_tensors, check_data, targets_for_likelihood
 from .plans import TrainingPlan
 
 StepSize = Union[float, Callable[[tf.Tensor], tf.Tensor]]
@@ -68,8 +68,9 @@ def _step_size_function(step_size: StepSize) -> Callable[[tf.Tensor], tf.Tensor]
 
 class NaturalGradientSVI:
     """
-    The SVI step of the module docstring for a model with Gaussian sites and local parameters
-    (such as :class:`~gpflow_fastvi.PolyaGammaSVGP`), to call in your own loop::
+    The SVI step of the module docstring for any model of the package (a
+    :class:`~gpflow_fastvi.models.protocol.SiteModel`, such as
+    :class:`~gpflow_fastvi.PolyaGammaSVGP`), to call in your own loop::
 
         svi = NaturalGradientSVI(model)
         for batch in dataset:            # (X [s, D], Y [s, 1]) mini-batches
@@ -93,12 +94,11 @@ class NaturalGradientSVI:
         learning_rate: float = 0.01,
         optimizer: Optional[Any] = None,
     ):
-        for needed in ("local_sites", "elbo_from_projection", "Kmm_cholesky", "data_scale"):
-            if not hasattr(model, needed):
-                raise TypeError(
-                    f"NaturalGradientSVI needs a model with Gaussian sites and local parameters "
-                    f"(such as PolyaGammaSVGP); {type(model).__name__} has no {needed}()."
-                )
+        if not isinstance(model, SiteModel):
+            raise TypeError(
+                "NaturalGradientSVI needs a gpflow_fastvi model with Gaussian sites (such as "
+                f"PolyaGammaSVGP); got {type(model).__name__}."
+            )
         self.model = model
         self.rho = _step_size_function(RobbinsMonro() if step_size is None else step_size)
         """The step-size schedule as used: ``rho(t)`` is ρₜ, a float64 tensor, for step t = 0, 1, ..."""
@@ -123,25 +123,8 @@ class NaturalGradientSVI:
         model = self.model
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(self.variables)
-            L = model.Kmm_cholesky()
-            A, Knn_diag = whitened_projection(model.kernel, model.inducing_variable, X, L)
-            prior_mean = model.mean_function(X)
-            q_mu, q_sqrt = natural_gradient_update(
-                tf.stop_gradient(A),
-                tf.stop_gradient(Knn_diag),
-                tf.stop_gradient(prior_mean),
-                tf.convert_to_tensor(model.q_mu),
-                tf.convert_to_tensor(model.q_sqrt),
-                tf.stop_gradient(L),
-                model.whiten,
-                lambda Fmu, Fvar: model.local_sites(Y, Fmu, Fvar),
-                model.data_scale(X),
-                self.rho(self.iteration),
-            )
-            elbo = model.elbo_from_projection(L, A, Knn_diag, X, Y, q_mu, q_sqrt)
+            elbo = model.natural_gradient_step((X, Y), self.rho(self.iteration))
             loss = -elbo - model.log_prior_density()
-        model.q_mu.assign(q_mu)
-        model.q_sqrt.assign(q_sqrt)
         if self.variables:
             gradients = tape.gradient(loss, self.variables)
             self.optimizer.apply_gradients(zip(gradients, self.variables))
@@ -153,17 +136,7 @@ class NaturalGradientSVI:
         One SVI step on ``batch`` = (X [s, D], Y [s, 1]); returns the batch's ELBO estimate at the
         new q(u), before the hyperparameter step.
         """
-        X, Y = batch
-        dtype = gpflow.config.default_float()
-        X = tf.convert_to_tensor(X)
-        Y = tf.convert_to_tensor(Y)
-        if X.dtype != dtype:
-            raise InvalidDataError(f"X must have dtype {dtype.__name__}; got {X.dtype.name}.")
-        if Y.dtype.is_integer:
-            Y = tf.cast(Y, dtype)  # integer class labels are exact in floating point
-        elif Y.dtype != dtype:
-            raise InvalidDataError(f"Y must have dtype {dtype.__name__}; got {Y.dtype.name}.")
-        return self._compiled_step(X, Y)
+        return self._compiled_step(*batch_tensors(batch))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -174,14 +147,8 @@ def _batches_from_arrays(
     model: Any, data: Tuple[Any, Any], batch_size: Optional[int], seed: int
 ) -> Tuple[Iterator[Tuple[tf.Tensor, tf.Tensor]], int, bool]:
     """An endless iterator of batches, the number of points, and whether each batch is all of them."""
-    from ..models.base import _as_float_array
-
-    X = _as_float_array(data[0], "X")
-    Y = binary_labels_to_01(_as_float_array(data[1], "Y"))
-    if Y.shape[1] != 1 or X.shape[0] != Y.shape[0] or X.shape[0] == 0:
-        raise InvalidDataError(
-            f"data must be (X [N, D], Y [N, 1]) with N > 0; got X {list(X.shape)} and Y {list(Y.shape)}."
-        )
+    X, Y = check_data(data)
+    Y = targets_for_likelihood(model.likelihood, Y)
     N = X.shape[0]
     full_batch = batch_size is None or batch_size >= N
     num_data = model.num_data
@@ -244,7 +211,7 @@ def _batches_from_dataset(
 
 
 def svi_plan(
-    model: Any,
+    model: SiteModel,
     data: Any,
     *,
     batch_size: Optional[int] = None,
@@ -270,16 +237,12 @@ def svi_plan(
     mini-batches, 100 passes and no convergence test, since the noisy estimates can agree to 1e-5
     by chance long before q(u) has settled (give ``fit`` a ``time_budget`` or ``max_iter``).
     """
-    if data is None:
-        raise ValueError(f"{type(model).__name__} takes its data in fit(model, data, ...).")
     if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
     if isinstance(data, tf.data.Dataset):
         batches, per_epoch = _batches_from_dataset(model, data, batch_size)
         full_batch = False
     else:
-        if not isinstance(data, (tuple, list)) or len(data) != 2:
-            raise InvalidDataError("data must be a tuple (X, Y) or a tf.data.Dataset of pairs.")
         batches, N, full_batch = _batches_from_arrays(model, data, batch_size, seed)
         per_epoch = 1 if full_batch else N // int(batch_size)
     if step_size is None and full_batch:
@@ -294,8 +257,8 @@ def svi_plan(
         return float(tf.add_n(estimates)) / len(estimates)
 
     if full_batch:
-        return TrainingPlan(method="svi", step=step, max_iter=1000, tol=1e-5)
-    return TrainingPlan(method="svi", step=step, max_iter=100, tol=0.0)
+        return TrainingPlan(step=step, max_iter=1000, tol=1e-5)
+    return TrainingPlan(step=step, max_iter=100, tol=0.0)
 
 
 __all__ = ["NaturalGradientSVI", "RobbinsMonro", "StepSize", "svi_plan"]

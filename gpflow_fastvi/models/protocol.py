@@ -1,0 +1,164 @@
+"""
+:class:`SiteModel`: the one protocol every model of the package offers, whatever family it is in.
+
+In the spirit of Markovflow's ``update_sites()``: the sites are the model's business, the step
+that moves them is a model method, and the method's own objective sits beside the reference ELBO.
+
+=====================================  =========================================================
+what                                   member
+=====================================  =========================================================
+the sites for the current q(u)         :meth:`~SiteModel.local_sites` (X, Y, q(f)) ↦ Sites
+a step towards the sites' optimum      :meth:`~SiteModel.update_sites` (closed form, full data);
+                                       :meth:`~SiteModel.natural_gradient_step` (size ρ, a batch)
+the method's own objective             :meth:`~SiteModel.objective`
+the SVGP yardstick                     :meth:`~SiteModel.yardstick_elbo`
+how the model is trained               ``training_routes`` and ``default_route`` (data, read by
+                                       :func:`gpflow_fastvi.fit`)
+=====================================  =========================================================
+
+Two families implement it: :class:`~gpflow_fastvi.models.base.GaussianSitesModel` (the data-holding
+models, SGPR-like) and :class:`~gpflow_fastvi.PolyaGammaSVGP` (an SVGP that takes data per call).
+Training code (:mod:`gpflow_fastvi.training`) drives a model through these members only.
+"""
+
+import abc
+from typing import Any, ClassVar, Mapping, Optional, Tuple
+
+import gpflow
+import tensorflow as tf
+from gpflow.base import RegressionData
+
+from ..gaussian import (
+    kmm_cholesky,
+    natural_gradient_update,
+    sites_elbo,
+    whitened_projection,
+    whitened_q,
+)
+from ..types import Route, Sites
+
+
+class SiteModel(abc.ABC):
+    """
+    Mixin that states the protocol of the module docstring and implements the parts that are the
+    same for every site rule. The host class is a GPflow model with ``kernel``,
+    ``inducing_variable``, ``mean_function``, ``q_mu``, ``q_sqrt``, ``whiten`` and ``num_data``,
+    each meaning what it means in :class:`gpflow.models.SVGP`.
+    """
+
+    training_routes: ClassVar[Mapping[str, Route]]
+    """The ways :func:`gpflow_fastvi.fit` can train the model, by name."""
+    default_route: ClassVar[str]
+    """The route ``fit`` takes when no ``method`` is given."""
+    objective_is_bound: ClassVar[bool]
+    """Whether :meth:`objective` is a lower bound on log p(y) (then also ≤ the yardstick at the
+    q(u) it stores); ``False`` for a local approximation such as Taylor sites."""
+
+    # ----------------------------------------------------------------------------------------------
+    # What each model provides.
+
+    @abc.abstractmethod
+    def local_sites(self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Sites:
+        """
+        The sites (a, b, w) on f of the points (X, Y) whose local parameters (ξ, c, the tilted
+        q(fₙ)) are optimal for the marginals q(f) = N(Fmu, Fvar) of the current q(u).
+        """
+
+    @abc.abstractmethod
+    def update_sites(
+        self, num_updates: int = 1, *, data: Optional[RegressionData] = None
+    ) -> tf.Tensor:
+        """
+        Move the sites and q(u) to their joint optimum for the current hyperparameters by
+        ``num_updates`` closed-form steps over all the data; return :meth:`objective` after them.
+        """
+
+    @abc.abstractmethod
+    def objective(self, data: Optional[RegressionData] = None) -> tf.Tensor:
+        """The method's own objective (to be maximised) at the current state."""
+
+    @abc.abstractmethod
+    def yardstick_elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
+        """
+        The standard SVGP ELBO Σᵢ E_q[log p(yᵢ | fᵢ)] − KL[q(u) ‖ p(u)] at the stored q(u), the
+        expectations by quadrature: the number to compare with :class:`gpflow.models.SVGP`.
+        """
+
+    # ----------------------------------------------------------------------------------------------
+    # The same for every site rule.
+
+    def Kmm_cholesky(self) -> tf.Tensor:
+        """L = chol(Kmm + jitter), with jitter that escalates if needed."""
+        return kmm_cholesky(self.kernel, self.inducing_variable)  # type: ignore[attr-defined]
+
+    def projection(self, X: tf.Tensor, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        """A = L⁻¹ Kmn and the prior variances Knn,ᵢᵢ of the points X (:func:`whitened_projection`)."""
+        return whitened_projection(self.kernel, self.inducing_variable, X, L)  # type: ignore[attr-defined]
+
+    def data_scale(self, X: tf.Tensor) -> tf.Tensor:
+        """num_data / (rows of X): how much a batch's sum over points counts; 1 without ``num_data``."""
+        dtype = gpflow.config.default_float()
+        num_data: Any = self.num_data  # type: ignore[attr-defined]
+        if num_data is None:
+            return tf.constant(1.0, dtype=dtype)
+        return tf.cast(num_data, dtype) / tf.cast(tf.shape(X)[0], dtype)
+
+    def batch_sites_elbo(
+        self,
+        X: tf.Tensor,
+        Y: tf.Tensor,
+        L: tf.Tensor,
+        A: tf.Tensor,
+        Knn_diag: tf.Tensor,
+        q_mu: tf.Tensor,
+        q_sqrt: tf.Tensor,
+    ) -> tf.Tensor:
+        """
+        The ELBO of the sites at q(u) = (``q_mu``, ``q_sqrt``) estimated from the batch (X, Y),
+        whose projection A = L⁻¹ Kmn is given: data_scale · Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL,
+        with each site's local parameters optimal for the marginals (:func:`sites_elbo`).
+        """
+        m, R = whitened_q(q_mu, q_sqrt, L, self.whiten)  # type: ignore[attr-defined]
+        return sites_elbo(
+            A,
+            Knn_diag,
+            self.mean_function(X),  # type: ignore[attr-defined]
+            m,
+            R,
+            lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
+            self.data_scale(X),
+        )
+
+    def natural_gradient_step(self, data: RegressionData, rho: tf.Tensor) -> tf.Tensor:
+        """
+        One stochastic variational step on the batch ``data`` = (X, Y): the sites' local
+        parameters are set for the current q(u) (:meth:`local_sites`), q(u) moves by a natural-gradient
+        step of size ``rho`` towards the batch's closed-form optimum scaled by :meth:`data_scale`
+        (:func:`~gpflow_fastvi.gaussian.natural_gradient_update`), and ``q_mu``/``q_sqrt`` are
+        assigned once.
+
+        Returns the batch's estimate of the sites' ELBO at the new q(u) (:meth:`batch_sites_elbo`),
+        differentiable in the hyperparameters and computed from the same projection, so that a
+        caller can take its hyperparameter step at no extra cost (as
+        :class:`~gpflow_fastvi.NaturalGradientSVI` does). With the full batch and ρ = 1 the step
+        lands on the closed-form optimum from any start.
+        """
+        X, Y = data
+        L = self.Kmm_cholesky()
+        A, Knn_diag = self.projection(X, L)
+        prior_mean = self.mean_function(X)  # type: ignore[attr-defined]
+        q_mu, q_sqrt = natural_gradient_update(
+            tf.stop_gradient(A),
+            tf.stop_gradient(Knn_diag),
+            tf.stop_gradient(prior_mean),
+            tf.convert_to_tensor(self.q_mu),  # type: ignore[attr-defined]
+            tf.convert_to_tensor(self.q_sqrt),  # type: ignore[attr-defined]
+            tf.stop_gradient(L),
+            self.whiten,  # type: ignore[attr-defined]
+            lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
+            self.data_scale(X),
+            tf.convert_to_tensor(rho, dtype=L.dtype),
+        )
+        self.q_mu.assign(q_mu)  # type: ignore[attr-defined]
+        self.q_sqrt.assign(q_sqrt)  # type: ignore[attr-defined]
+        return self.batch_sites_elbo(X, Y, L, A, Knn_diag, q_mu, q_sqrt)

@@ -1,0 +1,187 @@
+"""
+The data boundary: every check on what a user hands the package, and the one label conversion.
+
+Models, :func:`gpflow_fastvi.fit`, the training loops and the loaders all come through here, so a
+bad input gets the same clear :class:`~gpflow_fastvi.exceptions.InvalidDataError` (or
+:class:`~gpflow_fastvi.exceptions.IncompatibleLikelihoodError`) wherever it enters, and nothing the
+user gave is modified in place.
+
+Binary labels: GPflow's Bernoulli uses {0, 1}, the site formulas use y ∈ {−1, +1}. Targets are
+stored in the likelihood's convention ({0, 1}) and turned into signs only where a site formula
+needs them (:func:`signed_labels`, or :func:`checked_signed_labels` for batches that NumPy never
+sees).
+"""
+
+from typing import Any, Tuple
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+from check_shapes import check_shapes
+
+from .exceptions import IncompatibleLikelihoodError, InvalidDataError
+
+# --------------------------------------------------------------------------------------------------
+# Arrays
+
+
+def as_float_array(value: Any, name: str) -> np.ndarray:
+    """A rank-2, finite copy of ``value`` in GPflow's default float, or an error naming ``name``."""
+    try:
+        array = np.array(value, dtype=gpflow.config.default_float())
+    except (TypeError, ValueError) as error:
+        raise InvalidDataError(f"{name} must be a numeric array; {error}") from error
+    if array.ndim != 2:
+        raise InvalidDataError(f"{name} must be a rank-2 array; got shape {list(array.shape)}.")
+    if not np.all(np.isfinite(array)):
+        bad = int(np.sum(~np.all(np.isfinite(array), axis=1)))
+        raise InvalidDataError(f"{name} contains NaN or infinite values (in {bad} rows).")
+    return array
+
+
+def check_data(data: Any) -> Tuple[np.ndarray, np.ndarray]:
+    """
+    ``data`` as float copies ``(X [N, D], Y [N, 1])`` with N > 0 and every value finite, or an
+    :class:`InvalidDataError` that says which of these fails. Targets are not yet checked against a
+    likelihood (:func:`targets_for_likelihood` does that).
+    """
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise InvalidDataError("data must be a tuple (X, Y) with X [N, D] and Y [N, 1].")
+    X = as_float_array(data[0], "X")
+    Y = as_float_array(data[1], "Y")
+    if Y.shape[1] != 1:
+        raise InvalidDataError(f"Y must have shape [N, 1]; got {list(Y.shape)}.")
+    if X.shape[0] != Y.shape[0]:
+        raise InvalidDataError(
+            f"X and Y must have the same number of rows; got {X.shape[0]} and {Y.shape[0]}."
+        )
+    if X.shape[0] == 0:
+        raise InvalidDataError("data is empty: X and Y have no rows.")
+    return X, Y
+
+
+def batch_tensors(batch: Any) -> Tuple[tf.Tensor, tf.Tensor]:
+    """
+    A mini-batch ``(X, Y)`` as tensors of GPflow's default float, for a compiled step with a fixed
+    input signature: integer labels are cast (they are exact in floating point), any other dtype
+    is refused rather than silently converted.
+    """
+    X, Y = batch
+    dtype = gpflow.config.default_float()
+    X = tf.convert_to_tensor(X)
+    Y = tf.convert_to_tensor(Y)
+    if X.dtype != dtype:
+        raise InvalidDataError(f"X must have dtype {dtype.__name__}; got {X.dtype.name}.")
+    if Y.dtype.is_integer:
+        Y = tf.cast(Y, dtype)
+    elif Y.dtype != dtype:
+        raise InvalidDataError(f"Y must have dtype {dtype.__name__}; got {Y.dtype.name}.")
+    return X, Y
+
+
+# --------------------------------------------------------------------------------------------------
+# Labels and targets
+
+
+def binary_labels_to_01(Y: np.ndarray, name: str = "Y") -> np.ndarray:
+    """
+    Check that ``Y`` holds binary labels in {0, 1} or {−1, +1} and return a new array in {0, 1}, of
+    ``Y``'s float type (float64 for integer labels).
+
+    A single class present (all 0, or all +1) is accepted; any other value raises
+    :class:`~gpflow_fastvi.exceptions.InvalidDataError` naming the offending values.
+    """
+    Y = np.asarray(Y)
+    dtype = Y.dtype if np.issubdtype(Y.dtype, np.floating) else np.float64
+    values = np.unique(Y)
+    if values.size and not np.all(np.isfinite(values.astype(np.float64))):
+        raise InvalidDataError(f"{name} contains NaN or infinite labels.")
+    if set(values.tolist()) <= {0.0, 1.0}:
+        return Y.astype(dtype, copy=True)
+    if set(values.tolist()) <= {-1.0, 1.0}:
+        return (Y > 0).astype(dtype)
+    shown = ", ".join(str(v) for v in values[:6].tolist()) + (", ..." if values.size > 6 else "")
+    raise InvalidDataError(
+        f"{name} must hold binary labels, either {{0, 1}} (GPflow's Bernoulli convention) or "
+        f"{{-1, +1}}; found the values {{{shown}}}."
+    )
+
+
+def targets_for_likelihood(likelihood: gpflow.likelihoods.Likelihood, Y: np.ndarray) -> np.ndarray:
+    """
+    Check targets [N, 1] against what ``likelihood`` can score and return them in its convention:
+    binary labels ({0, 1} or {−1, +1}, stored as {0, 1}) for Bernoulli, non-negative integer counts
+    for Poisson, anything finite otherwise.
+    """
+    if isinstance(likelihood, gpflow.likelihoods.Bernoulli):
+        return binary_labels_to_01(Y)
+    if isinstance(likelihood, gpflow.likelihoods.Poisson):
+        bad = (Y < 0) | (Y != np.round(Y))
+        if np.any(bad):
+            raise InvalidDataError(
+                "Y must hold non-negative integer counts for a Poisson likelihood; found "
+                f"{np.unique(Y[bad])[:6].tolist()}."
+            )
+    return Y
+
+
+@check_shapes("Y: [N, L]", "return: [N, L]")
+def signed_labels(Y: tf.Tensor) -> tf.Tensor:
+    """Map labels in {0, 1} to y = 2Y − 1 in {−1, +1}, the convention of the site formulas."""
+    return 2.0 * Y - 1.0
+
+
+@check_shapes("Y: [N, L]", "return: [N, L]")
+def checked_signed_labels(Y: tf.Tensor, model: str) -> tf.Tensor:
+    """
+    Binary labels in {0, 1} or {−1, +1} as y ∈ {−1, +1}, with an in-graph check for mini-batches
+    that a ``tf.data`` pipeline delivers and NumPy never sees; the error names ``model``.
+    """
+    zero_one = tf.reduce_all((Y == 0.0) | (Y == 1.0))
+    plus_minus = tf.reduce_all((Y == -1.0) | (Y == 1.0))
+    check = tf.debugging.assert_equal(
+        zero_one | plus_minus,
+        True,
+        message=f"{model} needs binary labels Y, either all in {{0, 1}} (GPflow's Bernoulli "
+        "convention) or all in {-1, +1}",
+    )
+    with tf.control_dependencies([check]):
+        return tf.where(Y == 1.0, tf.ones_like(Y), -tf.ones_like(Y))
+
+
+# --------------------------------------------------------------------------------------------------
+# Likelihoods
+
+
+def is_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood) -> bool:
+    """Whether ``likelihood`` is a Bernoulli whose inverse link is the logistic sigmoid (checked numerically)."""
+    if not isinstance(likelihood, gpflow.likelihoods.Bernoulli):
+        return False
+    t = tf.constant(np.linspace(-30.0, 30.0, 61), dtype=gpflow.config.default_float())
+    return bool(
+        np.allclose(likelihood.invlink(t).numpy(), tf.sigmoid(t).numpy(), rtol=1e-10, atol=0)
+    )
+
+
+def check_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood, needed_by: str) -> None:
+    """Raise :class:`IncompatibleLikelihoodError` unless ``likelihood`` is a logit Bernoulli."""
+    if is_logit_bernoulli(likelihood):
+        return
+    link = getattr(likelihood, "invlink", None)
+    raise IncompatibleLikelihoodError(
+        f"{needed_by} needs gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid) (the logit link); got "
+        f"{type(likelihood).__name__}"
+        + (f" with invlink={getattr(link, '__name__', link)}" if link is not None else "")
+        + ". GPflow's default Bernoulli() is the probit link: use Bernoulli(invlink=tf.sigmoid), "
+        "or VITaylor for other likelihoods."
+    )
+
+
+def check_scalar_likelihood(likelihood: gpflow.likelihoods.Likelihood, model: str) -> None:
+    """Raise :class:`IncompatibleLikelihoodError` unless ``likelihood`` factorises over points."""
+    if not isinstance(likelihood, gpflow.likelihoods.ScalarLikelihood):
+        raise IncompatibleLikelihoodError(
+            f"{model} needs a likelihood that factorises over data points with one latent function "
+            f"(a gpflow.likelihoods.ScalarLikelihood, such as Bernoulli, Poisson or Gaussian); got "
+            f"{type(likelihood).__name__}."
+        )
