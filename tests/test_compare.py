@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from check_shapes import ShapeCheckingState, set_enable_check_shapes
 
-from gpflow_fastvi.compare import (
+from gpflow_fastvi.benchmarks.choices import (
     ADAM_NAME,
     ALL_METHODS,
     DEFAULT_METHODS,
@@ -20,12 +20,11 @@ from gpflow_fastvi.compare import (
     SCIPY_NAME,
     VIJJ_NAME,
     VITAYLOR_NAME,
-    ComparisonResult,
-    _check_methods,
-    _line_style,
-    _TrainingClock,
-    run_comparison,
 )
+from gpflow_fastvi.benchmarks.compare import check_methods, run_comparison
+from gpflow_fastvi.benchmarks.figures import line_style
+from gpflow_fastvi.benchmarks.harness import TrainingClock
+from gpflow_fastvi.benchmarks.result import ComparisonResult
 
 
 def row(time: float, accuracy: float, nll: float, elbo: float = -100.0) -> dict:
@@ -100,7 +99,7 @@ def test_save_writes_png_and_json(result: ComparisonResult, tmp_path: Path) -> N
 
 
 def test_clock_leaves_out_paused_time() -> None:
-    clock = _TrainingClock()
+    clock = TrainingClock()
     with clock.paused():
         sum(range(3_000_000))  # takes well over the clock's resolution
     outside = clock.elapsed()
@@ -181,7 +180,7 @@ def test_table_and_json_work_without_vijj() -> None:
 
 
 def test_plot_gives_each_method_its_own_line(all_six: ComparisonResult, tmp_path: Path) -> None:
-    styles = [_line_style(method, index) for index, method in enumerate(ALL_METHODS)]
+    styles = [line_style(method, index) for index, method in enumerate(ALL_METHODS)]
     assert len({style["color"] for style in styles}) == len(ALL_METHODS)
     assert {style["linestyle"] for style in styles} == {"-", "--", ":", "-."}
     png_path, _ = all_six.save(tmp_path)
@@ -198,7 +197,7 @@ def test_run_comparison_refuses_unknown_methods(methods: object) -> None:
 
 def test_methods_keep_their_order_without_repeats() -> None:
     methods = [NATGRAD_NAME, VITAYLOR_NAME, NATGRAD_NAME, PG_NAME]
-    assert _check_methods(methods) == (NATGRAD_NAME, VITAYLOR_NAME, PG_NAME)
+    assert check_methods(methods) == (NATGRAD_NAME, VITAYLOR_NAME, PG_NAME)
 
 
 @pytest.mark.parametrize("method", [VITAYLOR_NAME, PG_NAME, NATGRAD_NAME])
@@ -236,7 +235,7 @@ def test_a_diverging_method_keeps_its_rows_and_the_table_says_so(rng: np.random.
     """A baseline that hits NaN (as GPflow's NaturalGradient(0.1) can) must not lose the run."""
     import tensorflow as tf
 
-    from gpflow_fastvi.compare import _run_svgp_minibatch
+    from gpflow_fastvi.benchmarks.baselines import run_svgp_minibatch
 
     X = rng.standard_normal((40, 2))
     Y = (X[:, :1] > 0).astype(float)
@@ -250,7 +249,7 @@ def test_a_diverging_method_keeps_its_rows_and_the_table_says_so(rng: np.random.
 
         return step
 
-    rows = _run_svgp_minibatch(NATGRAD_NAME, make_step, (X, Y), (X, Y), X[:5], 30.0, 10, 0, False)
+    rows = run_svgp_minibatch(NATGRAD_NAME, make_step, (X, Y), (X, Y), X[:5], 30.0, 10, 0, False)
     assert rows[-1]["failed"].startswith("step 3") and "NaN" in rows[-1]["failed"]
     result = ComparisonResult(traces={NATGRAD_NAME: rows, ADAM_NAME: [row(0.0, 0.5, 0.69)]})
     table = result.format_table()

@@ -1,7 +1,8 @@
 """
 ``gpflow-fastvi plot``: figures and a Markdown table from a ``bench`` results folder.
 
-For each data set and repeat the traces become a :class:`~gpflow_fastvi.compare.ComparisonResult`,
+For each data set and repeat the learning curves become a
+:class:`~gpflow_fastvi.benchmarks.result.ComparisonResult`,
 which defines the target (within 0.5 accuracy points of the best final test accuracy and within
 0.01 of the best final test NLL, over the methods shown) and each method's time to reach it.
 
@@ -20,18 +21,18 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..compare import (
+from ..datasets.loaders import PathLike
+from .choices import (
     BASELINE_PREFIX,
+    DEFAULT_ADAM_LR,
     FAST_METHODS,
     SCIPY_NAME,
-    ComparisonResult,
     adam_learning_rate,
     adam_method,
-    draw_traces,
-    matplotlib_figure,
 )
-from ..datasets.loaders import PathLike
-from .runs import DEFAULT_ADAM_LR, load_results
+from .figures import draw_traces, matplotlib_figure
+from .result import ComparisonResult
+from .runs import load_results
 
 BEST_ADAM = "SVGP + Adam (best lr)"
 """The name under which the best rate of SVGP + Adam's grid is shown."""

@@ -2,9 +2,9 @@
 ``gpflow-fastvi bench``: every model of the package and the GPflow baselines, on the benchmark sets,
 for the same wall-clock budget each, traced into one JSON file.
 
-Each (data set, repeat) is one :func:`gpflow_fastvi.compare.run_comparison`: the same kernel start,
-the same fixed k-means inducing inputs and the logit link for every method (see
-:mod:`gpflow_fastvi.compare`). Repeat ``r`` uses seed ``r`` for the 80/20 split of sets without
+Each (data set, repeat) is one :func:`gpflow_fastvi.benchmarks.compare.run_comparison`: the same
+kernel start, the same fixed k-means inducing inputs and the logit link for every method (see
+:mod:`gpflow_fastvi.benchmarks.methods`). Repeat ``r`` uses seed ``r`` for the 80/20 split of sets without
 their own test part, for k-means and for the mini-batch order.
 
 ``"SVGP + Adam"`` in ``models`` runs SVGP + Adam at every learning rate of ``adam_grid`` (which
@@ -19,31 +19,24 @@ already there.
 import json
 import os
 import platform
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from ..compare import (
+from ..datasets.loaders import PathLike
+from .choices import (
+    ADAM_GRID,
     ADAM_NAME,
-    ALL_METHODS,
-    Trace,
-    _plain,
+    BATCH_SIZE,
+    BENCH_INDUCING,
+    DEFAULT_ADAM_LR,
+    TIME_BUDGET,
     adam_method,
 )
-from ..datasets.loaders import PathLike
+from .choices import BENCH_DEFAULT_SETS as DEFAULT_DATASETS
+from .choices import BENCH_MODELS as MODELS
+from .result import LearningCurve, json_ready
 
 RESULTS_FILE = "results.json"
 FORMAT_VERSION = 1
-
-MODELS: Tuple[str, ...] = ALL_METHODS
-"""What ``--models`` chooses from: the package's models, then the GPflow baselines."""
-
-DEFAULT_DATASETS: Tuple[str, ...] = ("german", "svmguide1", "banana", "ijcnn1", "a9a")
-"""The sets of the benchmark page."""
-
-DEFAULT_ADAM_LR = 0.01
-"""SVGP + Adam's plain default learning rate, always part of the grid."""
-
-ADAM_GRID: Tuple[float, ...] = (0.001, 0.01, 0.1)
-"""The learning rates SVGP + Adam is run at; the report takes the best."""
 
 Record = Dict[str, Any]
 
@@ -90,7 +83,7 @@ def load_results(out: PathLike) -> Dict[str, Any]:
     """
     The contents of ``out/results.json``: ``{"format", "machine", "runs"}``, where each run is
     ``{"dataset", "repeat", "method", "settings", "rows"}`` (rows as in
-    :mod:`gpflow_fastvi.compare`).
+    :mod:`gpflow_fastvi.benchmarks.result`).
 
     :raises FileNotFoundError: if there is no results file in ``out``.
     :raises ValueError: if the file is not a results file of this format.
@@ -130,12 +123,12 @@ def run_bench(
     models: Sequence[str] = MODELS,
     *,
     out: PathLike,
-    num_inducing: int = 100,
-    time_budget: float = 60.0,
+    num_inducing: int = BENCH_INDUCING,
+    time_budget: float = TIME_BUDGET,
     repeats: int = 1,
     data_dir: Optional[PathLike] = None,
     adam_grid: Sequence[float] = ADAM_GRID,
-    batch_size: int = 100,
+    batch_size: int = BATCH_SIZE,
     progress: bool = False,
     log: Callable[[str], None] = lambda _: None,
 ) -> Dict[str, Any]:
@@ -144,7 +137,8 @@ def run_bench(
     date after every method (see the module docstring). Runs already in that file are skipped.
 
     :param datasets: names from :data:`gpflow_fastvi.datasets.BENCHMARK_SETS`.
-    :param models: names from :data:`MODELS`.
+    :param models: names from :data:`MODELS` (that is,
+        :data:`~gpflow_fastvi.benchmarks.choices.BENCH_MODELS`).
     :param num_inducing: M, k-means inducing inputs (fewer if the training set is smaller).
     :param time_budget: training seconds per method and run.
     :param data_dir: the data directory (default ``$GPFLOW_FASTVI_DATA``; banana needs none).
@@ -157,8 +151,8 @@ def run_bench(
     :raises MissingDataError, ChecksumError: before any training, if a set's files are missing or
         damaged.
     """
-    from ..compare import run_comparison
     from ..datasets import load_benchmark
+    from .compare import run_comparison
 
     methods = _methods(models, adam_grid)
     if repeats < 1:
@@ -211,7 +205,7 @@ def run_bench(
 
             def finished(
                 method: str,
-                rows: Trace,
+                rows: LearningCurve,
                 name: str = name,
                 repeat: int = repeat,
                 settings: Dict[str, Any] = settings,
@@ -221,7 +215,7 @@ def run_bench(
                     "repeat": repeat,
                     "method": method,
                     "settings": settings,
-                    "rows": _plain(rows),
+                    "rows": json_ready(rows),
                 }
                 results["runs"].append(record)
                 done[(name, repeat, method)] = record

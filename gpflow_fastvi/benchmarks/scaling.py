@@ -22,12 +22,12 @@ from typing import Any, Callable, Dict, List, Sequence
 
 import numpy as np
 
-DEFAULT_N: Sequence[int] = (1_000, 10_000, 100_000, 1_000_000)
-DEFAULT_M: Sequence[int] = (25, 50, 100, 200, 400, 800)
-FIXED_M = 100
-"""m while n varies."""
-FIXED_N = 10_000
-"""n while m varies."""
+from .choices import SCALING_FIXED_M as FIXED_M
+from .choices import SCALING_FIXED_N as FIXED_N
+from .choices import SCALING_M as DEFAULT_M
+from .choices import SCALING_N as DEFAULT_N
+from .choices import SCALING_REPEATS
+
 NUM_FEATURES = 10
 POINTS_PER_BATCH = 20_000_000
 """Batches hold at most this many entries of A (160 MB in float64)."""
@@ -99,7 +99,7 @@ def run_scaling(
     *,
     fixed_m: int = FIXED_M,
     fixed_n: int = FIXED_N,
-    repeats: int = 3,
+    repeats: int = SCALING_REPEATS,
     log: Callable[[str], None] = lambda _: None,
 ) -> Dict[str, Any]:
     """
@@ -153,7 +153,7 @@ def markdown_table(result: Dict[str, Any]) -> str:
 
 def plot_scaling(result: Dict[str, Any], path: str) -> None:
     """Seconds per update against n (left) and m (right), log–log, with the floor dashed."""
-    from ..compare import matplotlib_figure
+    from .figures import matplotlib_figure
 
     Figure = matplotlib_figure()
     figure = Figure(figsize=(10.0, 4.0), layout="constrained")

@@ -12,15 +12,12 @@ against their checksums.
 This module imports NumPy only; scikit-learn (for LIBSVM files) is imported when first needed.
 """
 
+from .bundled import BANANA_SHA256, load_banana, load_banana_split1, load_ijcnn1
 from .loaders import (
-    BANANA_SHA256,
     DatasetError,
     detect_format,
-    load_banana,
-    load_banana_split1,
     load_csv,
     load_file,
-    load_ijcnn1,
     load_libsvm,
     load_train_test,
 )

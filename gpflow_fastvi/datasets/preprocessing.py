@@ -35,7 +35,7 @@ def train_test_split(
     :param test_fraction: share of the rows held out, strictly between 0 and 1.
     :param seed: seed of the permutation.
     :return: ``X_train``, ``Y_train``, ``X_test``, ``Y_test`` (new arrays, in that order: the order
-        :func:`gpflow_fastvi.compare.run_comparison` takes them in).
+        :func:`gpflow_fastvi.benchmarks.compare.run_comparison` takes them in).
     """
     X, Y = _check_pair(X, Y)
     if not 0.0 < test_fraction < 1.0:

@@ -27,8 +27,8 @@ from typing import Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from .bundled import BANANA_SHA256
 from .loaders import (
-    BANANA_SHA256,
     DatasetError,
     PathLike,
     load_csv,
@@ -86,10 +86,6 @@ class BenchmarkSet:
     @property
     def files(self) -> Tuple[DataFile, ...]:
         return (self.train,) if self.test is None else (self.train, self.test)
-
-    @property
-    def has_own_test_part(self) -> bool:
-        return self.test is not None or self.test_from_row is not None
 
 
 def _raetsch(name: str, file: str, sha256: str, description: str) -> BenchmarkSet:
@@ -263,7 +259,7 @@ def benchmark_files(name: str, data_dir: Optional[PathLike] = None) -> Tuple[str
 def load_rows(name: str, data_dir: Optional[PathLike] = None) -> Tuple[np.ndarray, np.ndarray]:
     """
     Every row of a single-file set, verified, unsplit and unscaled: ``X`` [N, D] and ``Y`` [N, 1]
-    in {0, 1}. For jobs with splits of their own (see :mod:`gpflow_fastvi.kl_correction`).
+    in {0, 1}. For jobs with splits of their own (see :mod:`gpflow_fastvi.benchmarks.kl_correction`).
 
     :raises ValueError: if the set comes as a training and a test file.
     :raises MissingDataError, ChecksumError: as :func:`benchmark_files`.

@@ -1,0 +1,185 @@
+"""
+The names and defaults of the benchmark jobs, in one place that imports only the standard library.
+
+The console script (:mod:`gpflow_fastvi.cli`) offers these as choices and shows these defaults in
+``gpflow-fastvi --help`` without loading NumPy or TensorFlow; the jobs themselves
+(:mod:`~gpflow_fastvi.benchmarks.compare`, :mod:`~gpflow_fastvi.benchmarks.runs`,
+:mod:`~gpflow_fastvi.benchmarks.scaling`, :mod:`~gpflow_fastvi.benchmarks.kl_correction`) take
+them from here too, so that the two cannot drift apart. Keep this module free of any import beyond
+the standard library.
+
+Two lists here repeat names defined beside their data in heavier modules, and the tests check that
+they agree: :data:`BENCH_SET_NAMES` (the keys of :data:`gpflow_fastvi.datasets.BENCHMARK_SETS`) and
+:data:`RAETSCH_NAMES` (the keys of
+:data:`gpflow_fastvi.benchmarks.kl_correction.RAETSCH_SETS`); so does :data:`DATA_DIR_VARIABLE`.
+"""
+
+from typing import Optional, Tuple
+
+# --------------------------------------------------------------------------------------------------
+# The methods of a comparison
+# --------------------------------------------------------------------------------------------------
+
+VIJJ_NAME = "VIJJ"
+VITAYLOR_NAME = "VITaylor"
+KLC_NAME = "KLCorrected"
+PG_NAME = "PolyaGammaSVGP"
+SCIPY_NAME = "SVGP + Scipy"
+ADAM_NAME = "SVGP + Adam"
+NATGRAD_NAME = "SVGP + NatGrad + Adam"
+ALL_METHODS: Tuple[str, ...] = (
+    VIJJ_NAME,
+    VITAYLOR_NAME,
+    KLC_NAME,
+    PG_NAME,
+    SCIPY_NAME,
+    ADAM_NAME,
+    NATGRAD_NAME,
+)
+"""Every method :func:`~gpflow_fastvi.benchmarks.compare.run_comparison` knows, fast ones first,
+then the SVGP baselines (and ``"SVGP + Adam (lr X)"`` for any learning rate X; see
+:func:`adam_method`)."""
+DEFAULT_METHODS: Tuple[str, ...] = (VIJJ_NAME, SCIPY_NAME, ADAM_NAME)
+"""The methods :func:`~gpflow_fastvi.benchmarks.compare.run_comparison` runs unless given
+``methods``."""
+FAST_METHODS: Tuple[str, ...] = (VIJJ_NAME, VITAYLOR_NAME, KLC_NAME, PG_NAME)
+"""The methods of this package; the table gives their time-to-target ratios against baselines."""
+BASELINE_PREFIX = "SVGP"
+"""Methods whose names start with this are GPflow baselines."""
+
+
+def adam_method(learning_rate: float) -> str:
+    """The name of SVGP + Adam at ``learning_rate``, e.g. ``"SVGP + Adam (lr 0.001)"``."""
+    return f"{ADAM_NAME} (lr {learning_rate:g})"
+
+
+def adam_learning_rate(method: str) -> Optional[float]:
+    """The learning rate named by :func:`adam_method`'s ``method``; None for any other name."""
+    prefix, suffix = f"{ADAM_NAME} (lr ", ")"
+    if not (method.startswith(prefix) and method.endswith(suffix)):
+        return None
+    try:
+        learning_rate = float(method[len(prefix) : -len(suffix)])
+    except ValueError:
+        return None
+    return learning_rate if learning_rate > 0.0 else None
+
+
+# --------------------------------------------------------------------------------------------------
+# Defaults of ``compare`` (and of the runs of ``bench``)
+# --------------------------------------------------------------------------------------------------
+
+COMPARE_OUT = "compare-output"
+"""The default output folder of ``gpflow-fastvi compare``."""
+COMPARE_INDUCING = 50
+"""The default number of inducing inputs of ``compare``."""
+TIME_BUDGET = 60.0
+"""The default training seconds per method, of ``compare`` and ``bench``."""
+BATCH_SIZE = 100
+"""The default mini-batch size of the stochastic methods, of ``compare`` and ``bench``."""
+DEFAULT_ADAM_LR = 0.01
+"""Adam's default learning rate; in ``bench``, SVGP + Adam's plain default, always in the grid."""
+TEST_FRACTION = 0.2
+"""The share of the data ``compare`` holds out for testing when given no test file."""
+
+# --------------------------------------------------------------------------------------------------
+# ``bench``
+# --------------------------------------------------------------------------------------------------
+
+BENCH_OUT = "bench-output"
+"""The default output folder of ``gpflow-fastvi bench``."""
+BENCH_MODELS: Tuple[str, ...] = ALL_METHODS
+"""What ``bench --models`` chooses from: the package's models, then the GPflow baselines."""
+BENCH_SET_NAMES: Tuple[str, ...] = (
+    "banana",
+    "german",
+    "svmguide1",
+    "ijcnn1",
+    "a9a",
+    "breast_cancer",
+    "diabetis",
+    "heart",
+    "german_raetsch",
+)
+"""The names of :data:`gpflow_fastvi.datasets.BENCHMARK_SETS`, in its order."""
+BENCH_DEFAULT_SETS: Tuple[str, ...] = ("german", "svmguide1", "banana", "ijcnn1", "a9a")
+"""The sets of the benchmark page."""
+BENCH_INDUCING = 100
+"""The default number of inducing inputs of ``bench``."""
+ADAM_GRID: Tuple[float, ...] = (0.001, 0.01, 0.1)
+"""The learning rates ``bench`` runs SVGP + Adam at; the report takes the best."""
+DATA_DIR_VARIABLE = "GPFLOW_FASTVI_DATA"
+"""The environment variable naming the data directory (as
+:data:`gpflow_fastvi.datasets.DATA_DIR_VARIABLE`)."""
+
+# --------------------------------------------------------------------------------------------------
+# ``scaling``
+# --------------------------------------------------------------------------------------------------
+
+SCALING_OUT = "scaling-output"
+"""The default output folder of ``gpflow-fastvi scaling``."""
+SCALING_N: Tuple[int, ...] = (1_000, 10_000, 100_000, 1_000_000)
+"""The numbers of points n timed at m = :data:`SCALING_FIXED_M`."""
+SCALING_M: Tuple[int, ...] = (25, 50, 100, 200, 400, 800)
+"""The numbers of inducing inputs m timed at n = :data:`SCALING_FIXED_N`."""
+SCALING_FIXED_M = 100
+"""m while n varies."""
+SCALING_FIXED_N = 10_000
+"""n while m varies."""
+SCALING_REPEATS = 3
+"""Timed calls per (n, m)."""
+
+# --------------------------------------------------------------------------------------------------
+# ``kl-correction``
+# --------------------------------------------------------------------------------------------------
+
+KL_CORRECTION_OUT = "kl-correction-output"
+"""The default output folder of ``gpflow-fastvi kl-correction``."""
+RAETSCH_NAMES: Tuple[str, ...] = ("banana", "breast_cancer", "diabetis", "german", "heart")
+"""The names of :data:`gpflow_fastvi.benchmarks.kl_correction.RAETSCH_SETS`, in its order."""
+KL_CORRECTION_TOL = 1e-8
+"""EM stops when the bound changes by less than this, relative to its size."""
+KL_CORRECTION_MAX_ITER = 10_000
+"""The default cap on EM iterations per run."""
+KL_CORRECTION_MAXFUN = 20
+"""The default number of L-BFGS-B evaluations per M-step."""
+
+__all__ = [
+    "ADAM_GRID",
+    "ADAM_NAME",
+    "ALL_METHODS",
+    "BASELINE_PREFIX",
+    "BATCH_SIZE",
+    "BENCH_DEFAULT_SETS",
+    "BENCH_INDUCING",
+    "BENCH_MODELS",
+    "BENCH_OUT",
+    "BENCH_SET_NAMES",
+    "COMPARE_INDUCING",
+    "COMPARE_OUT",
+    "DATA_DIR_VARIABLE",
+    "DEFAULT_ADAM_LR",
+    "DEFAULT_METHODS",
+    "FAST_METHODS",
+    "KLC_NAME",
+    "KL_CORRECTION_MAXFUN",
+    "KL_CORRECTION_MAX_ITER",
+    "KL_CORRECTION_OUT",
+    "KL_CORRECTION_TOL",
+    "NATGRAD_NAME",
+    "PG_NAME",
+    "RAETSCH_NAMES",
+    "SCALING_FIXED_M",
+    "SCALING_FIXED_N",
+    "SCALING_M",
+    "SCALING_N",
+    "SCALING_OUT",
+    "SCALING_REPEATS",
+    "SCIPY_NAME",
+    "TEST_FRACTION",
+    "TIME_BUDGET",
+    "VIJJ_NAME",
+    "VITAYLOR_NAME",
+    "adam_learning_rate",
+    "adam_method",
+]

@@ -1,0 +1,192 @@
+"""
+The ``compare`` job: the fast methods of this package against GPflow's SVGP, on one data set, for
+the same wall-clock budget.
+
+:func:`run_comparison` checks its inputs, places the inducing inputs, warms every chosen method up
+and then trains each in turn from the same start (see :mod:`gpflow_fastvi.benchmarks.methods` for
+the methods and :mod:`gpflow_fastvi.benchmarks.baselines` for the SVGP baselines), and returns a
+:class:`~gpflow_fastvi.benchmarks.result.ComparisonResult` of their learning curves.
+``gpflow-fastvi compare`` runs it on one data set; ``gpflow-fastvi bench`` on each benchmark set
+(:mod:`gpflow_fastvi.benchmarks.runs`).
+
+TensorFlow and GPflow are imported with this module; keep it out of ``gpflow_fastvi/__init__.py``.
+"""
+
+from typing import Callable, Dict, Optional, Sequence, Tuple
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+from check_shapes import get_enable_check_shapes
+
+from ..exceptions import InvalidDataError
+from ..validation import check_data
+from .baselines import ADAM_EVALUATIONS, NATGRAD_GAMMA
+from .choices import (
+    ALL_METHODS,
+    BATCH_SIZE,
+    COMPARE_INDUCING,
+    DEFAULT_ADAM_LR,
+    DEFAULT_METHODS,
+    NATGRAD_NAME,
+    PG_NAME,
+    TIME_BUDGET,
+    adam_learning_rate,
+    adam_method,
+)
+from .methods import method_runners, pg_steps_per_iteration, warm_up
+from .result import ComparisonResult, LearningCurve
+
+
+def check_inputs(
+    X_train: np.ndarray, Y_train: np.ndarray, X_test: np.ndarray, Y_test: np.ndarray
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """
+    The data as float copies, checked by :func:`gpflow_fastvi.validation.check_data`, with labels
+    in {0, 1} exactly (GPflow's baselines read them as given) and the same features in both parts.
+    """
+    checked = []
+    for name, X, Y in (("train", X_train, Y_train), ("test", X_test, Y_test)):
+        try:
+            X, Y = check_data((X, Y))
+        except InvalidDataError as error:
+            raise InvalidDataError(f"The {name} data: {error}") from error
+        if not np.all((Y == 0.0) | (Y == 1.0)):
+            raise InvalidDataError(
+                f"{name} labels must be 0 or 1, GPflow's Bernoulli convention (the loaders in "
+                "gpflow_fastvi.datasets map any two classes to it)."
+            )
+        checked += [X, Y]
+    X_train, Y_train, X_test, Y_test = checked
+    if X_train.shape[1] != X_test.shape[1]:
+        raise InvalidDataError(
+            f"X_train has {X_train.shape[1]} features but X_test has {X_test.shape[1]}"
+        )
+    return X_train, Y_train, X_test, Y_test
+
+
+def check_methods(methods: Sequence[str]) -> Tuple[str, ...]:
+    """``methods`` as a tuple without repeats; a ValueError names any unknown one."""
+    if isinstance(methods, str):
+        methods = [methods]
+    unknown = [
+        method
+        for method in methods
+        if method not in ALL_METHODS and adam_learning_rate(method) is None
+    ]
+    if unknown:
+        raise ValueError(
+            f"unknown method(s) {', '.join(map(repr, unknown))}; the methods are "
+            f"{', '.join(map(repr, ALL_METHODS))}, or {adam_method(0.1)!r} for another Adam rate"
+        )
+    if not methods:
+        raise ValueError(f"methods is empty; choose from {', '.join(map(repr, ALL_METHODS))}")
+    return tuple(dict.fromkeys(methods))
+
+
+def run_comparison(
+    X_train: np.ndarray,
+    Y_train: np.ndarray,
+    X_test: np.ndarray,
+    Y_test: np.ndarray,
+    *,
+    methods: Sequence[str] = DEFAULT_METHODS,
+    num_inducing: int = COMPARE_INDUCING,
+    time_budget: float = TIME_BUDGET,
+    adam_lr: float = DEFAULT_ADAM_LR,
+    batch_size: int = BATCH_SIZE,
+    seed: int = 0,
+    progress: bool = False,
+    on_method_done: Optional[Callable[[str, LearningCurve], None]] = None,
+) -> ComparisonResult:
+    """
+    Train each of ``methods`` on the same data from the same start, each for ``time_budget``
+    seconds of training, and trace their test accuracy, test NLL and ELBO.
+
+    A method may stop before its budget when its optimiser converges (VIJJ, VITaylor and
+    SVGP + Scipy); the stochastic ones run until the budget ends. Methods run one after the other,
+    in the order given, on the same machine; run nothing else heavy meanwhile, as the times are
+    wall-clock.
+
+    :param X_train: training inputs [N, D], preferably standardised (the lengthscales start at 1).
+    :param Y_train: training labels [N, 1] in {0, 1}.
+    :param X_test: test inputs [T, D].
+    :param Y_test: test labels [T, 1] in {0, 1}.
+    :param methods: names from :data:`~gpflow_fastvi.benchmarks.choices.ALL_METHODS` (default
+        :data:`~gpflow_fastvi.benchmarks.choices.DEFAULT_METHODS`: VIJJ, SVGP + Scipy and
+        SVGP + Adam); repeats are dropped.
+    :param num_inducing: M, the number of inducing inputs, placed by k-means on ``X_train`` and
+        kept fixed.
+    :param time_budget: training seconds per method (graph compilation included, evaluation not).
+    :param adam_lr: Adam's learning rate: SVGP + Adam, and the hyperparameter steps of
+        SVGP + NatGrad + Adam and PolyaGammaSVGP.
+    :param batch_size: mini-batch size of SVGP + Adam, SVGP + NatGrad + Adam and PolyaGammaSVGP.
+    :param seed: seeds k-means, TensorFlow and the mini-batch order.
+    :param progress: show a progress bar per method.
+    :param on_method_done: called as ``on_method_done(method, curve)`` as soon as each method has
+        run, so that a caller can save what has finished.
+    :raises ValueError: for an unknown method name, or bad data or settings.
+    """
+    methods = check_methods(methods)
+    X_train, Y_train, X_test, Y_test = check_inputs(X_train, Y_train, X_test, Y_test)
+    N, D = X_train.shape
+    if not 0 < num_inducing <= N:
+        raise ValueError(f"num_inducing must be between 1 and N = {N}; got {num_inducing}")
+    if not time_budget > 0.0:
+        raise ValueError(f"time_budget must be positive; got {time_budget}")
+    if not adam_lr > 0.0:
+        raise ValueError(f"adam_lr must be positive; got {adam_lr}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1; got {batch_size}")
+
+    from gpflow_fastvi import kmeans_inducing_points
+
+    Z = kmeans_inducing_points(X_train, num_inducing, seed=seed)
+    data, test = (X_train, Y_train), (X_test, Y_test)
+    warm_up(methods, data, test, Z, adam_lr=adam_lr, batch_size=batch_size, seed=seed)
+    timed = method_runners(
+        methods,
+        data,
+        test,
+        Z,
+        time_budget=time_budget,
+        adam_lr=adam_lr,
+        batch_size=batch_size,
+        seed=seed,
+        progress=progress,
+    )
+    traces: Dict[str, LearningCurve] = {}
+    for method in methods:
+        tf.random.set_seed(seed)
+        traces[method] = timed[method]()
+        if on_method_done is not None:
+            on_method_done(method, traces[method])
+    settings = {
+        "n_train": N,
+        "n_test": X_test.shape[0],
+        "d": D,
+        "num_inducing": num_inducing,
+        "time_budget": time_budget,
+        "adam_lr": adam_lr,
+        "batch_size": batch_size,
+        "adam_evaluations": ADAM_EVALUATIONS,
+        "methods": list(methods),
+        "seed": seed,
+        **({"natgrad_gamma": NATGRAD_GAMMA} if NATGRAD_NAME in methods else {}),
+        **(
+            {"pg_steps_per_iteration": pg_steps_per_iteration(N, min(batch_size, N))}
+            if PG_NAME in methods
+            else {}
+        ),
+        "kernel": "SquaredExponential, ARD, lengthscales sqrt(D), variance 1.0",
+        "likelihood": "Bernoulli(invlink=tf.sigmoid)",
+        "inducing_points": "k-means on X_train, fixed",
+        "check_shapes": get_enable_check_shapes().value,
+        "gpflow": gpflow.__version__,
+        "tensorflow": tf.__version__,
+        "devices": [device.name for device in tf.config.list_logical_devices()],
+    }
+    return ComparisonResult(traces=traces, settings=settings)
+
+
+__all__ = ["check_methods", "run_comparison"]
