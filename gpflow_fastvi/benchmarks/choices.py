@@ -1,20 +1,18 @@
 """
-The names and defaults of the benchmark jobs, in one place that imports only the standard library.
+The names and defaults of the benchmark jobs, in one place that loads no TensorFlow.
 
 The console script (:mod:`gpflow_fastvi.cli`) offers these as choices and shows these defaults in
-``gpflow-fastvi --help`` without loading NumPy or TensorFlow; the jobs themselves
+``gpflow-fastvi --help`` without loading TensorFlow or GPflow; the jobs themselves
 (:mod:`~gpflow_fastvi.benchmarks.compare`, :mod:`~gpflow_fastvi.benchmarks.runs`,
 :mod:`~gpflow_fastvi.benchmarks.scaling`, :mod:`~gpflow_fastvi.benchmarks.kl_correction`) take
-them from here too, so that the two cannot drift apart. Keep this module free of any import beyond
-the standard library.
-
-Two lists here repeat names defined beside their data in heavier modules, and the tests check that
-they agree: :data:`BENCH_SET_NAMES` (the keys of :data:`gpflow_fastvi.datasets.BENCHMARK_SETS`) and
-:data:`RAETSCH_NAMES` (the keys of
-:data:`gpflow_fastvi.benchmarks.kl_correction.RAETSCH_SETS`); so does :data:`DATA_DIR_VARIABLE`.
+them from here too, so nothing is written twice. Beyond the standard library this module imports
+only :mod:`gpflow_fastvi.datasets` (NumPy), whose registry names the benchmark sets.
 """
 
-from typing import Optional, Tuple
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+from ..datasets import BENCHMARK_SETS, DATA_DIR_VARIABLE
 
 # --------------------------------------------------------------------------------------------------
 # The methods of a comparison
@@ -90,17 +88,7 @@ BENCH_OUT = "bench-output"
 """The default output folder of ``gpflow-fastvi bench``."""
 BENCH_MODELS: Tuple[str, ...] = ALL_METHODS
 """What ``bench --models`` chooses from: the package's models, then the GPflow baselines."""
-BENCH_SET_NAMES: Tuple[str, ...] = (
-    "banana",
-    "german",
-    "svmguide1",
-    "ijcnn1",
-    "a9a",
-    "breast_cancer",
-    "diabetis",
-    "heart",
-    "german_raetsch",
-)
+BENCH_SET_NAMES: Tuple[str, ...] = tuple(BENCHMARK_SETS)
 """The names of :data:`gpflow_fastvi.datasets.BENCHMARK_SETS`, in its order."""
 BENCH_DEFAULT_SETS: Tuple[str, ...] = ("german", "svmguide1", "banana", "ijcnn1", "a9a")
 """The sets of the benchmark page."""
@@ -108,9 +96,6 @@ BENCH_INDUCING = 100
 """The default number of inducing inputs of ``bench``."""
 ADAM_GRID: Tuple[float, ...] = (0.001, 0.01, 0.1)
 """The learning rates ``bench`` runs SVGP + Adam at; the report takes the best."""
-DATA_DIR_VARIABLE = "GPFLOW_FASTVI_DATA"
-"""The environment variable naming the data directory (as
-:data:`gpflow_fastvi.datasets.DATA_DIR_VARIABLE`)."""
 
 # --------------------------------------------------------------------------------------------------
 # ``scaling``
@@ -135,8 +120,32 @@ SCALING_REPEATS = 3
 
 KL_CORRECTION_OUT = "kl-correction-output"
 """The default output folder of ``gpflow-fastvi kl-correction``."""
-RAETSCH_NAMES: Tuple[str, ...] = ("banana", "breast_cancer", "diabetis", "german", "heart")
-"""The names of :data:`gpflow_fastvi.benchmarks.kl_correction.RAETSCH_SETS`, in its order."""
+
+
+@dataclass(frozen=True)
+class RaetschSet:
+    """One benchmark set of the KL-correction experiment and the paper's Table 1 figures for it."""
+
+    benchmark: str
+    """Its name in :data:`gpflow_fastvi.datasets.BENCHMARK_SETS`, which finds and verifies it."""
+    num_train: int
+    """The usual Rätsch training size; the rest of the (unique) patterns is the test set."""
+    paper_error: Tuple[float, float]
+    """The paper's GP-PPA test error in % (mean, sd over 100 splits), Table 1(a)."""
+    paper_speedup: float
+    """The paper's speed-up of the KL-corrected bound over the standard one, Table 1(b)."""
+
+
+RAETSCH_SETS: Dict[str, RaetschSet] = {
+    "banana": RaetschSet("banana", 400, (10.9, 0.5), 19.9),
+    "breast_cancer": RaetschSet("breast_cancer", 200, (29.4, 5.0), 21.9),
+    "diabetis": RaetschSet("diabetis", 468, (23.0, 2.0), 8.75),
+    "german": RaetschSet("german_raetsch", 700, (23.9, 2.0), 103.0),
+    "heart": RaetschSet("heart", 170, (17.0, 3.0), 18.1),
+}
+"""The sets of the KL-correction experiment, by the name ``--datasets`` takes."""
+RAETSCH_NAMES: Tuple[str, ...] = tuple(RAETSCH_SETS)
+"""The names of :data:`RAETSCH_SETS`, in its order."""
 KL_CORRECTION_TOL = 1e-8
 """EM stops when the bound changes by less than this, relative to its size."""
 KL_CORRECTION_MAX_ITER = 10_000
@@ -169,6 +178,8 @@ __all__ = [
     "NATGRAD_NAME",
     "PG_NAME",
     "RAETSCH_NAMES",
+    "RAETSCH_SETS",
+    "RaetschSet",
     "SCALING_FIXED_M",
     "SCALING_FIXED_N",
     "SCALING_M",

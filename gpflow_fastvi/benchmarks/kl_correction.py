@@ -26,36 +26,11 @@ import numpy as np
 
 from .. import KLCorrected, fit
 from ..datasets import load_banana_split1, load_rows
+from .choices import RAETSCH_SETS
 
 BOUNDS: Tuple[str, ...] = ("kl_corrected", "standard")
 """The values of :class:`~gpflow_fastvi.KLCorrected`'s ``bound`` compared, in the order each split
 runs them."""
-
-
-@dataclass(frozen=True)
-class RaetschSet:
-    """One benchmark set and the figures of the paper's Table 1 for it."""
-
-    benchmark: str
-    """Its name in :data:`gpflow_fastvi.datasets.BENCHMARK_SETS`, which finds and verifies it."""
-    num_train: int
-    """The usual Rätsch training size; the rest of the (unique) patterns is the test set."""
-    paper_error: Tuple[float, float]
-    """The paper's GP-PPA test error in % (mean, sd over 100 splits), Table 1(a)."""
-    paper_speedup: float
-    """The paper's speed-up of the KL-corrected bound over the standard one, Table 1(b)."""
-
-
-RAETSCH_SETS: Dict[str, RaetschSet] = {
-    "banana": RaetschSet("banana", 400, (10.9, 0.5), 19.9),
-    "breast_cancer": RaetschSet("breast_cancer", 200, (29.4, 5.0), 21.9),
-    "diabetis": RaetschSet("diabetis", 468, (23.0, 2.0), 8.75),
-    "german": RaetschSet("german_raetsch", 700, (23.9, 2.0), 103.0),
-    "heart": RaetschSet("heart", 170, (17.0, 3.0), 18.1),
-}
-"""The sets of the experiment, by the name ``--datasets`` takes;
-:data:`gpflow_fastvi.benchmarks.choices.RAETSCH_NAMES` repeats the names for the command line (a
-test checks that the two agree)."""
 
 
 def load_split(
