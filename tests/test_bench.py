@@ -226,3 +226,25 @@ def test_a_diverged_adam_rate_is_never_the_best_and_sets_no_target() -> None:
         traces={"VIJJ": results["runs"][0]["rows"], "SVGP + Adam": [_row(1.0, 0.95, np.nan)]}
     )
     assert diverged.targets == (pytest.approx(0.895), pytest.approx(0.26))
+
+
+def test_time_to_target_is_the_first_row_at_both_targets() -> None:
+    from gpflow_fastvi.benchmarks.routes import time_to_target
+
+    curve = [
+        {"time": 1.0, "test_accuracy": 0.95, "test_nll": 0.30},
+        {"time": 2.0, "test_accuracy": 0.90, "test_nll": 0.10},  # NLL there, accuracy not
+        {"time": 3.0, "test_accuracy": 0.96, "test_nll": 0.12},
+    ]
+    assert time_to_target(curve, accuracy=0.95, nll=0.15) == 3.0
+    assert time_to_target(curve, accuracy=0.97, nll=0.15) is None
+
+
+def test_routes_comparison_runs_every_route_and_the_baseline(banana_split) -> None:
+    from gpflow_fastvi.benchmarks import routes
+
+    X, Y, X_test, Y_test = banana_split
+    curves = routes.compare_routes((X[:300], Y[:300], X_test[:200], Y_test[:200]), 0.5, 1)
+    assert set(curves) == {f"{m} ({r})" for m, r in routes.ROUTES} | {choices.SCIPY_NAME}
+    lines = routes.summary(curves)
+    assert lines[0].startswith("target") and len(lines) == 1 + len(curves)

@@ -160,7 +160,7 @@ def test_bad_likelihoods_methods_and_targets_raise(binary_data, rng):
     with pytest.raises(fv.InvalidDataError, match="binary labels"):
         fv.VITaylor((X, Y * 3.0), kernel, 5)
     model = fv.VITaylor(binary_data, kernel, 5)
-    with pytest.raises(ValueError, match=r"method must be one of \['analytic'\]"):
+    with pytest.raises(ValueError, match=r"method must be one of \['analytic', 'persistent'\]"):
         fv.fit(model, method="full")
     assert not model.xi.trainable
 

@@ -266,9 +266,39 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
         passes of the call.
         """
         self._refuse_data(data, "update_sites")
-        X, Y = self.data
+        X, _ = self.data
         L = self.Kmm_cholesky()
         projection = self.projection(X, L) if self.batch_size is None else None
+        params = self._stepped_site_parameters(L, projection, num_updates)
+        for parameter, value in zip(self.site_parameters, params):
+            parameter.assign(value)
+        return self._bound_and_store_q(L, self.site_statistics(L, params, projection))
+
+    def stepped_objective(self, num_updates: int) -> tf.Tensor:
+        """
+        The objective after ``num_updates`` closed-form site steps from the *stored* site
+        parameters, computed from one Kmm factor and (without batches) one projection shared by
+        the steps and the objective. Nothing is assigned, so an optimiser may evaluate it at trial
+        hyperparameters and keep the model's sites at their last accepted state.
+
+        Its gradient holds the stepped site parameters fixed. For a bound maximised over its site
+        parameters (VIJJ) that is the gradient of max over the sites, by the envelope theorem, as
+        the steps approach the sites' optimum; for Taylor sites it is the gradient at fixed
+        expansion points, as in vi-Taylor's own L-BFGS-B stage.
+        """
+        X, _ = self.data
+        L = self.Kmm_cholesky()
+        projection = self.projection(X, L) if self.batch_size is None else None
+        params = self._stepped_site_parameters(L, projection, num_updates)
+        params = tuple(tf.stop_gradient(p) for p in params)
+        stats = self.site_statistics(L, params, projection)
+        return collapsed_bound(stats, collapsed_factors(stats)).total
+
+    def _stepped_site_parameters(
+        self, L: tf.Tensor, projection: Optional[Projection], num_updates: int
+    ) -> Tuple[tf.Tensor, ...]:
+        """The site parameters after ``num_updates`` closed-form steps from the stored ones."""
+        X, Y = self.data
 
         def updated(factors: CollapsedFactors) -> Tuple[tf.Tensor, ...]:
             def batch_update(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, ...]:
@@ -281,9 +311,7 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
         params = self._site_parameter_values()
         for _ in range(num_updates):
             params = updated(collapsed_factors(self.site_statistics(L, params, projection)))
-        for parameter, value in zip(self.site_parameters, params):
-            parameter.assign(value)
-        return self._bound_and_store_q(L, self.site_statistics(L, params, projection))
+        return params
 
     def _targets_for_likelihood(self, Y: tf.Tensor) -> tf.Tensor:
         """Targets given at prediction time, converted like the training targets when they are concrete."""

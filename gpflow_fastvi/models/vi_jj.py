@@ -30,8 +30,10 @@ class VIJJ(GaussianSitesModel):
     - :func:`gpflow_fastvi.fit` runs the paper's algorithms (:attr:`training_routes`):
       ``method="analytic"`` (vi-JJ, the default: ``n_upd`` closed-form updates of ξ and q(u), then
       L-BFGS-B on θ for at most ``maxfun`` evaluations, default 3 and 5), ``"full"`` (vi-JJ-full:
-      L-BFGS-B on θ and ξ together, ``maxfun`` default 20 per outer iteration) or ``"hybrid"``
-      (vi-JJ-hybrid: closed-form updates, then L-BFGS-B on both).
+      L-BFGS-B on θ and ξ together, ``maxfun`` default 20 per outer iteration), ``"hybrid"``
+      (vi-JJ-hybrid: closed-form updates, then L-BFGS-B on both) or ``"persistent"`` (one L-BFGS-B
+      run over θ for the whole fit, each evaluation taking ``n_upd`` = 2 closed-form ξ steps from
+      the last accepted iterate; :mod:`gpflow_fastvi.training.persistent`).
     - :meth:`elbo` is the standard SVGP ELBO at the current q(u), ≥ Ĵ.
     - ``q_mu``, ``q_sqrt``, ``whiten``, ``inducing_variable``, ``num_data`` mean what they mean in
       :class:`gpflow.models.SVGP`, so predictions, ``print_summary``, posteriors and checkpoints
@@ -58,6 +60,12 @@ class VIJJ(GaussianSitesModel):
             options={"n_upd": 3, "maxfun": 5},
             settings={"closed_form_sites": True, "sites_in_lbfgs": True},
             description="vi-JJ-hybrid: closed-form ξ and q(u), then L-BFGS-B on θ and ξ",
+        ),
+        "persistent": Route(
+            "persistent",
+            options={"n_upd": 2},
+            description="one L-BFGS-B run over θ for the whole fit; each evaluation takes n_upd "
+            "closed-form site steps from the sites of the last accepted iterate",
         ),
     }
     default_route = "analytic"

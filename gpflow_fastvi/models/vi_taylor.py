@@ -31,8 +31,9 @@ class VITaylor(GaussianSitesModel):
 
     - :func:`gpflow_fastvi.fit` runs vi-Taylor: ``n_upd`` closed-form updates of ξ and q(u), then
       L-BFGS-B on θ at fixed ξ for at most ``maxfun`` evaluations (default 3 and 5, as in the
-      paper; ``method="analytic"``, the only route: ξ is not a free parameter of a bound, so the
-      'full' and 'hybrid' schemes of VIJJ do not apply and ξ is never optimised numerically).
+      paper; ``method="analytic"``), or one persistent L-BFGS-B run over θ with ξ stepped between
+      accepted iterates (``method="persistent"``). ξ is not a free parameter of a bound, so the
+      'full' and 'hybrid' schemes of VIJJ do not apply and ξ is never optimised numerically.
     - :meth:`training_loss` is −J̃ at the current ξ, and stores the matching q(u), so
       ``gpflow.optimizers.Scipy().minimize(model.training_loss, model.trainable_variables)`` fits θ
       for the current expansion points.
@@ -50,6 +51,12 @@ class VITaylor(GaussianSitesModel):
             options={"n_upd": 3, "maxfun": 5},
             settings={"closed_form_sites": True, "sites_in_lbfgs": False},
             description="vi-Taylor: closed-form ξ and q(u), then L-BFGS-B on θ at fixed ξ",
+        ),
+        "persistent": Route(
+            "persistent",
+            options={"n_upd": 2},
+            description="one L-BFGS-B run over θ for the whole fit; each evaluation takes n_upd "
+            "closed-form site steps from the sites of the last accepted iterate",
         ),
     }
     default_route = "analytic"

@@ -1,6 +1,7 @@
 """Training loops: the model-agnostic :func:`fit`, and the drivers that build the plans it runs."""
 
 from .loops import DRIVERS, Trace, fit, run_plan
+from .persistent import persistent_plan
 from .plans import LBFGSStage, TrainingPlan, alternating_plan
 from .svi import NaturalGradientSVI, RobbinsMonro, svi_plan
 
@@ -13,6 +14,7 @@ __all__ = [
     "TrainingPlan",
     "alternating_plan",
     "fit",
+    "persistent_plan",
     "run_plan",
     "svi_plan",
 ]

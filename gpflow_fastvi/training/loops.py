@@ -21,11 +21,13 @@ from tqdm.auto import tqdm
 
 from ..exceptions import CholeskyError
 from ..models import SiteModel
+from .persistent import persistent_plan
 from .plans import TrainingPlan, alternating_plan
 from .svi import svi_plan
 
 DRIVERS: Mapping[str, Callable[..., TrainingPlan]] = {
     "alternating": alternating_plan,
+    "persistent": persistent_plan,
     "svi": svi_plan,
 }
 """The training loops a :class:`~gpflow_fastvi.types.Route` can name, by ``Route.driver``."""
@@ -44,7 +46,8 @@ class Trace:
     excluded, graph compilation included), ``objective`` (the model's own objective after the
     iteration) and whatever the callback returned."""
     stop_reason: str = ""
-    """``"converged"``, ``"max_iter"`` or ``"time_budget"``."""
+    """``"converged"``, ``"max_iter"``, ``"time_budget"``, or the optimiser's own message when it
+    stopped for another reason (e.g. ``"L-BFGS-B stopped: ..."``)."""
 
     @property
     def converged(self) -> bool:
@@ -139,8 +142,8 @@ def run_plan(
     progress: bool = False,
 ) -> Trace:
     """
-    Repeat ``plan.step`` as :func:`fit` describes and record it in a :class:`Trace` named
-    ``method``; the arguments are :func:`fit`'s, ``None`` taking the plan's defaults.
+    Run ``plan``'s outer iterations as :func:`fit` describes and record them in a :class:`Trace`
+    named ``method``; the arguments are :func:`fit`'s, ``None`` taking the plan's defaults.
     """
     if max_iter is None:
         max_iter = sys.maxsize if time_budget is not None else plan.max_iter
@@ -157,40 +160,45 @@ def run_plan(
         bar.bar_format = "{l_bar}{bar}| {n:.1f}/{total:g} s {postfix}"
     else:
         bar = tqdm(total=max_iter, unit="it", disable=not progress, desc=description)
-    elapsed = 0.0
-    previous = None
-    try:
-        for iteration in range(1, max_iter + 1):
-            start = time.perf_counter()
-            try:
-                objective = plan.step()
-            except tf.errors.InvalidArgumentError as error:
-                if "Cholesky" in str(error):
-                    raise CholeskyError(error.message) from error
-                raise
-            seconds = time.perf_counter() - start
-            elapsed += seconds
-            if not np.isfinite(objective):
-                raise FloatingPointError(
-                    f"The objective became {objective} at iteration {iteration}; the last finite "
-                    f"value was {previous}. Check the data for extreme values, or fix hyperparameters "
-                    "that run to 0 or infinity."
-                )
-            row: Dict[str, Any] = {"iteration": iteration, "time": elapsed, "objective": objective}
-            if callback is not None:
-                row.update(callback(model) or {})
-            trace.rows.append(row)
-            bar.update(1 if time_budget is None else min(seconds, time_budget - bar.n))
-            bar.set_postfix(iteration=iteration, objective=f"{objective:.6g}")
-            if previous is not None and abs(objective - previous) <= tol * max(1.0, abs(objective)):
-                trace.stop_reason = "converged"
-                break
-            previous = objective
-            if time_budget is not None and elapsed >= time_budget:
-                trace.stop_reason = "time_budget"
-                break
-        else:
+    progress_state: Dict[str, Any] = {"elapsed": 0.0, "previous": None}
+    clock = [time.perf_counter()]  # when the current iteration started, callback time left out
+
+    def report(objective: float) -> bool:
+        seconds = time.perf_counter() - clock[0]
+        elapsed = progress_state["elapsed"] = progress_state["elapsed"] + seconds
+        previous = progress_state["previous"]
+        iteration = len(trace.rows) + 1
+        if not np.isfinite(objective):
+            raise FloatingPointError(
+                f"The objective became {objective} at iteration {iteration}; the last finite "
+                f"value was {previous}. Check the data for extreme values, or fix hyperparameters "
+                "that run to 0 or infinity."
+            )
+        row: Dict[str, Any] = {"iteration": iteration, "time": elapsed, "objective": objective}
+        if callback is not None:
+            row.update(callback(model) or {})
+        trace.rows.append(row)
+        bar.update(1 if time_budget is None else min(seconds, time_budget - bar.n))
+        bar.set_postfix(iteration=iteration, objective=f"{objective:.6g}")
+        progress_state["previous"] = objective
+        if previous is not None and abs(objective - previous) <= tol * max(1.0, abs(objective)):
+            trace.stop_reason = "converged"
+        elif time_budget is not None and elapsed >= time_budget:
+            trace.stop_reason = "time_budget"
+        elif iteration >= max_iter:
             trace.stop_reason = "max_iter"
+        clock[0] = time.perf_counter()
+        return not trace.stop_reason
+
+    try:
+        try:
+            ended = plan.iterate(report)
+        except tf.errors.InvalidArgumentError as error:
+            if "Cholesky" in str(error):
+                raise CholeskyError(error.message) from error
+            raise
+        if not trace.stop_reason:  # the algorithm ended by itself
+            trace.stop_reason = ended or "converged"
     finally:
         bar.close()
     return trace

@@ -7,7 +7,7 @@ build plans (the *drivers*: :func:`alternating_plan` here, :func:`~gpflow_fastvi
 drive a model through its public protocol (:class:`~gpflow_fastvi.models.protocol.SiteModel`) only.
 """
 
-from typing import Any, Callable, NamedTuple, Sequence, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -16,16 +16,32 @@ import tensorflow as tf
 
 from ..models import GaussianSitesModel
 
+Report = Callable[[float], bool]
+"""Called with the model's objective after each outer iteration; returns whether to go on."""
+
 
 class TrainingPlan(NamedTuple):
-    """One outer iteration of a model's training algorithm, and its defaults."""
+    """A model's training algorithm as :func:`~gpflow_fastvi.training.run_plan` runs it, with its defaults."""
 
-    step: Callable[[], float]
-    """Runs one outer iteration and returns the model's objective (to be maximised) after it."""
+    iterate: Callable[[Report], Optional[str]]
+    """Runs outer iterations, calling ``report(objective)`` after each, until ``report`` returns
+    ``False`` or the algorithm ends by itself; then returns why it ended by itself (``None`` for
+    convergence)."""
     max_iter: int
     """Default cap on outer iterations."""
     tol: float
     """Default relative tolerance on the change of the objective between outer iterations."""
+
+    @classmethod
+    def from_step(cls, step: Callable[[], float], max_iter: int, tol: float) -> "TrainingPlan":
+        """The plan that repeats ``step`` (one outer iteration, returning the objective)."""
+
+        def iterate(report: Report) -> Optional[str]:
+            while report(step()):
+                pass
+            return None
+
+        return cls(iterate=iterate, max_iter=max_iter, tol=tol)
 
 
 class LBFGSStage:
@@ -78,7 +94,8 @@ class LBFGSStage:
         return result
 
 
-def _positive_int(value: Any, name: str) -> int:
+def positive_int(value: Any, name: str) -> int:
+    """``value`` as an int, or a ValueError naming ``name`` unless it is a positive integer."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer; got {value!r}.")
     return int(value)
@@ -114,8 +131,8 @@ def alternating_plan(
 
     :param data: ``None``: the model holds its data.
     """
-    n_upd = _positive_int(n_upd, "n_upd")
-    maxfun = _positive_int(maxfun, "maxfun")
+    n_upd = positive_int(n_upd, "n_upd")
+    maxfun = positive_int(maxfun, "maxfun")
     site_variables = [p.unconstrained_variable for p in model.site_parameters if p.trainable]
     site_ids = {id(v) for v in site_variables}
     variables = [v for v in model.trainable_variables if id(v) not in site_ids]
@@ -139,4 +156,4 @@ def alternating_plan(
         # optimal q(u) and returning the bound, so each row of the trace sees a current q(u).
         return float(closed_form())
 
-    return TrainingPlan(step=step, max_iter=max_iter, tol=tol)
+    return TrainingPlan.from_step(step, max_iter=max_iter, tol=tol)

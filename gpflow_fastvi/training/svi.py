@@ -257,8 +257,8 @@ def svi_plan(
         return float(tf.add_n(estimates)) / len(estimates)
 
     if full_batch:
-        return TrainingPlan(step=step, max_iter=1000, tol=1e-5)
-    return TrainingPlan(step=step, max_iter=100, tol=0.0)
+        return TrainingPlan.from_step(step, max_iter=1000, tol=1e-5)
+    return TrainingPlan.from_step(step, max_iter=100, tol=0.0)
 
 
 __all__ = ["NaturalGradientSVI", "RobbinsMonro", "StepSize", "svi_plan"]
