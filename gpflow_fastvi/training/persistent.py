@@ -104,8 +104,7 @@ def persistent_plan(
             options={"maxiter": np.iinfo(np.int32).max, "maxfun": np.iinfo(np.int32).max},
         )
         assign(accepted)  # the last evaluation may have been a trial point
-        if result.success or result.status == 99:  # 99: stopped by report
-            return None
-        return f"L-BFGS-B stopped: {result.message}"
+        # When ``report`` stopped the run, run_plan has its reason already and ignores this one.
+        return None if result.success else f"L-BFGS-B stopped: {result.message}"
 
     return TrainingPlan(iterate=iterate, max_iter=max_iter, tol=tol)
