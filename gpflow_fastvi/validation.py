@@ -12,7 +12,7 @@ needs them (:func:`signed_labels`, or :func:`checked_signed_labels` for batches 
 sees).
 """
 
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import gpflow
 import numpy as np
@@ -77,6 +77,19 @@ def batch_tensors(batch: Any) -> Tuple[tf.Tensor, tf.Tensor]:
     elif Y.dtype != dtype:
         raise InvalidDataError(f"Y must have dtype {dtype.__name__}; got {Y.dtype.name}.")
     return X, Y
+
+
+def positive_int(value: Any, name: str, *, optional: bool = False) -> Optional[int]:
+    """
+    ``value`` as an int, or a ValueError naming ``name`` unless it is a positive integer (``None``
+    too, where ``optional``). Booleans are refused, not read as 0 and 1.
+    """
+    if optional and value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        allowed = "a positive integer or None" if optional else "a positive integer"
+        raise ValueError(f"{name} must be {allowed}; got {value!r}.")
+    return int(value)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -37,11 +37,12 @@ from ..gaussian import (
     whitened_q,
 )
 from ..inducing import InducingSpec, make_inducing_variable
-from ..types import Sites, SiteStatistics
+from ..types import Route, Sites, SiteStatistics
 from ..validation import (
     as_float_array,
     check_data,
     is_logit_bernoulli,
+    positive_int,
     signed_labels,
     targets_for_likelihood,
 )
@@ -49,6 +50,15 @@ from .protocol import SiteModel
 
 Projection = Tuple[tf.Tensor, tf.Tensor]
 """A = L⁻¹ Kmn [M, N] and Knn,ᵢᵢ [N] of a set of points."""
+
+PERSISTENT_ROUTE = Route(
+    "persistent",
+    options={"n_upd": 2},
+    description="one L-BFGS-B run over θ for the whole fit; each evaluation takes n_upd "
+    "closed-form site steps from the sites of the last accepted iterate",
+)
+"""The persistent route (:mod:`gpflow_fastvi.training.persistent`), the same for every model whose
+sites have a closed-form step and whose objective is :meth:`GaussianSitesModel.stepped_objective`."""
 
 
 class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, metaclass=abc.ABCMeta):
@@ -96,10 +106,7 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
         """
         X, Y = check_data(data)
         Y = targets_for_likelihood(likelihood, Y)
-        if batch_size is not None and (
-            not isinstance(batch_size, (int, np.integer)) or batch_size < 1
-        ):
-            raise ValueError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
+        batch_size = positive_int(batch_size, "batch_size", optional=True)
         if inducing_variable is None:  # the full GP: u = f(X)
             inducing_variable = gpflow.inducing_variables.InducingPoints(X.copy())
         else:
@@ -112,7 +119,7 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
         self.inducing_variable = inducing_variable
         gpflow.set_trainable(self.inducing_variable, train_inducing)
         self.whiten = whiten
-        self.batch_size = None if batch_size is None else int(batch_size)
+        self.batch_size = batch_size
         M = self.inducing_variable.num_inducing
         # q(u) starts at SVGP's initial value and is set in closed form from then on.
         self.q_mu = Parameter(

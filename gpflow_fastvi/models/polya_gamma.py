@@ -10,7 +10,7 @@ from gpflow.base import RegressionData
 from ..exceptions import IncompatibleLikelihoodError
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
 from ..types import Route, Sites
-from ..validation import check_logit_bernoulli, checked_signed_labels
+from ..validation import check_logit_bernoulli, checked_signed_labels, positive_int
 from .protocol import SiteModel
 
 
@@ -139,9 +139,7 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
         and the sites of the previous q(u). Returns :meth:`elbo` after the last step.
         """
         data = self._require_data(data, "update_sites")
-        if num_updates < 1:
-            raise ValueError(f"num_updates must be a positive integer; got {num_updates!r}.")
-        for _ in range(num_updates):
+        for _ in range(positive_int(num_updates, "num_updates")):
             objective = self.natural_gradient_step(data, 1.0)
         return objective
 

@@ -10,7 +10,7 @@ from ..inducing import InducingSpec
 from ..sites.jaakkola_jordan import jj_optimal_xi, jj_sites
 from ..types import Route, Sites
 from ..validation import check_logit_bernoulli, signed_labels
-from .base import GaussianSitesModel
+from .base import PERSISTENT_ROUTE, GaussianSitesModel
 
 
 class VIJJ(GaussianSitesModel):
@@ -61,12 +61,7 @@ class VIJJ(GaussianSitesModel):
             settings={"closed_form_sites": True, "sites_in_lbfgs": True},
             description="vi-JJ-hybrid: closed-form ξ and q(u), then L-BFGS-B on θ and ξ",
         ),
-        "persistent": Route(
-            "persistent",
-            options={"n_upd": 2},
-            description="one L-BFGS-B run over θ for the whole fit; each evaluation takes n_upd "
-            "closed-form site steps from the sites of the last accepted iterate",
-        ),
+        "persistent": PERSISTENT_ROUTE,
     }
     default_route = "analytic"
     objective_is_bound = True

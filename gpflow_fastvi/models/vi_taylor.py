@@ -10,7 +10,7 @@ from ..inducing import InducingSpec
 from ..sites.taylor import taylor_sites
 from ..types import Route, Sites
 from ..validation import check_scalar_likelihood
-from .base import GaussianSitesModel
+from .base import PERSISTENT_ROUTE, GaussianSitesModel
 
 
 class VITaylor(GaussianSitesModel):
@@ -52,12 +52,7 @@ class VITaylor(GaussianSitesModel):
             settings={"closed_form_sites": True, "sites_in_lbfgs": False},
             description="vi-Taylor: closed-form ξ and q(u), then L-BFGS-B on θ at fixed ξ",
         ),
-        "persistent": Route(
-            "persistent",
-            options={"n_upd": 2},
-            description="one L-BFGS-B run over θ for the whole fit; each evaluation takes n_upd "
-            "closed-form site steps from the sites of the last accepted iterate",
-        ),
+        "persistent": PERSISTENT_ROUTE,
     }
     default_route = "analytic"
     objective_is_bound = False

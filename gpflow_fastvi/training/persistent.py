@@ -21,15 +21,14 @@ objective only rises as the sites move, so L-BFGS-B's line search sees a functio
 slowly in its favour.
 """
 
-from typing import Optional, Tuple
+from typing import Optional
 
-import gpflow
-import numpy as np
 import scipy.optimize
 import tensorflow as tf
 
 from ..models import GaussianSitesModel
-from .plans import Report, TrainingPlan, positive_int
+from ..validation import positive_int
+from .plans import LBFGSStage, Report, TrainingPlan
 
 
 def persistent_plan(
@@ -52,58 +51,25 @@ def persistent_plan(
     n_upd = positive_int(n_upd, "n_upd")
     site_ids = {id(p.unconstrained_variable) for p in model.site_parameters}
     variables = [v for v in model.trainable_variables if id(v) not in site_ids]
-    Scipy = gpflow.optimizers.Scipy
-
-    @tf.function(autograph=False)
-    def loss_and_gradient(x: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        Scipy.assign_tensors(variables, Scipy.unpack_tensors(variables, x))
-        with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(variables)
-            loss = -(model.stepped_objective(n_upd) + model.log_prior_density())
-        gradients = tape.gradient(
-            loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
-        )
-        return loss, Scipy.pack_tensors(gradients)
-
     closed_form = tf.function(lambda: model.update_sites(num_updates=n_upd), autograph=False)
 
-    def assign(x: np.ndarray) -> None:
-        Scipy.assign_tensors(variables, Scipy.unpack_tensors(variables, tf.constant(x)))
+    def loss() -> tf.Tensor:
+        return -(model.stepped_objective(n_upd) + model.log_prior_density())
+
+    lbfgs = LBFGSStage(loss, variables, maxfun=None) if variables else None
 
     def iterate(report: Report) -> Optional[str]:
         objective = float(closed_form())  # the sites and q(u) of the starting θ
-        if not variables:  # nothing for L-BFGS-B: closed-form steps only
+        if lbfgs is None:  # nothing for L-BFGS-B: closed-form steps only
             while report(objective):
                 objective = float(closed_form())
             return None
-        accepted = Scipy.pack_tensors(variables).numpy()
 
-        def scipy_objective(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-            try:
-                value, gradient = loss_and_gradient(tf.constant(x))
-            except tf.errors.InvalidArgumentError:
-                if np.array_equal(x, accepted):
-                    raise  # the accepted parameters themselves fail: a real error
-                # A trial point so extreme that Kmm cannot be factorised: +inf makes the line
-                # search shorten its step.
-                return np.inf, np.zeros_like(x)
-            return value.numpy(), gradient.numpy()
-
-        def callback(intermediate_result: scipy.optimize.OptimizeResult) -> None:
-            accepted[:] = intermediate_result.x
-            assign(accepted)
+        def accepted(_: scipy.optimize.OptimizeResult) -> None:  # θ is already the accepted one
             if not report(float(closed_form())):
                 raise StopIteration
 
-        result = scipy.optimize.minimize(
-            scipy_objective,
-            accepted.copy(),
-            jac=True,
-            method="L-BFGS-B",
-            callback=callback,
-            options={"maxiter": np.iinfo(np.int32).max, "maxfun": np.iinfo(np.int32).max},
-        )
-        assign(accepted)  # the last evaluation may have been a trial point
+        result = lbfgs(callback=accepted)
         # When ``report`` stopped the run, run_plan has its reason already and ignores this one.
         return None if result.success else f"L-BFGS-B stopped: {result.message}"
 

@@ -7,7 +7,7 @@ build plans (the *drivers*: :func:`alternating_plan` here, :func:`~gpflow_fastvi
 drive a model through its public protocol (:class:`~gpflow_fastvi.models.protocol.SiteModel`) only.
 """
 
-from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, NamedTuple, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -15,6 +15,7 @@ import scipy.optimize
 import tensorflow as tf
 
 from ..models import GaussianSitesModel
+from ..validation import positive_int
 
 Report = Callable[[float], bool]
 """Called with the model's objective after each outer iteration; returns whether to go on."""
@@ -46,13 +47,18 @@ class TrainingPlan(NamedTuple):
 
 class LBFGSStage:
     """
-    A few L-BFGS-B evaluations of a loss over some variables. The loss and its gradient are compiled
-    once, as one function of the flat parameter vector, and reused by every outer iteration
-    (``gpflow.optimizers.Scipy().minimize`` would build and trace a new function on each call).
+    L-BFGS-B on a loss over some variables: at most ``maxfun`` evaluations per call (a burst of the
+    alternating scheme), or with ``maxfun=None`` one run until L-BFGS-B converges or a callback
+    stops it (the persistent route). The loss and its gradient are compiled once, as one function
+    of the flat parameter vector, and reused by every call (``gpflow.optimizers.Scipy().minimize``
+    would build and trace a new function on each call).
     """
 
     def __init__(
-        self, loss: Callable[[], tf.Tensor], variables: Sequence[tf.Variable], maxfun: int
+        self,
+        loss: Callable[[], tf.Tensor],
+        variables: Sequence[tf.Variable],
+        maxfun: Optional[int],
     ):
         self.variables = tuple(variables)
         self.maxfun = maxfun
@@ -83,22 +89,43 @@ class LBFGSStage:
         self._objective = scipy_objective
         self._start = np.empty(0)
 
-    def __call__(self) -> scipy.optimize.OptimizeResult:
+    def __call__(
+        self, callback: Optional[Callable[[scipy.optimize.OptimizeResult], None]] = None
+    ) -> scipy.optimize.OptimizeResult:
+        """
+        Run L-BFGS-B from the variables' current values and leave them at its result.
+
+        :param callback: called after every accepted iterate, with the variables already set to
+            it; raising ``StopIteration`` ends the run there.
+        """
         Scipy = gpflow.optimizers.Scipy
         x0 = self._start = Scipy.pack_tensors(self.variables).numpy()
+
+        def accepted(intermediate_result: scipy.optimize.OptimizeResult) -> None:
+            self._start = intermediate_result.x.copy()  # a failure at an accepted point is real
+            self._assign(intermediate_result.x)
+            callback(intermediate_result)  # type: ignore[misc]
+
+        if self.maxfun is None:
+            unlimited = np.iinfo(np.int32).max
+            options = {"maxiter": unlimited, "maxfun": unlimited}
+        else:
+            options = {"maxfun": self.maxfun}
         result = scipy.optimize.minimize(
-            self._objective, x0, jac=True, method="L-BFGS-B", options={"maxfun": self.maxfun}
+            self._objective,
+            x0,
+            jac=True,
+            method="L-BFGS-B",
+            callback=None if callback is None else accepted,
+            options=options,
         )
-        x = result.x if np.isfinite(result.fun) and np.all(np.isfinite(result.x)) else x0
-        Scipy.assign_tensors(self.variables, Scipy.unpack_tensors(self.variables, tf.constant(x)))
+        # The last evaluation may have been a trial point: leave the variables at the result.
+        self._assign(result.x if np.isfinite(result.fun) and np.all(np.isfinite(result.x)) else x0)
         return result
 
-
-def positive_int(value: Any, name: str) -> int:
-    """``value`` as an int, or a ValueError naming ``name`` unless it is a positive integer."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}.")
-    return int(value)
+    def _assign(self, x: np.ndarray) -> None:
+        Scipy = gpflow.optimizers.Scipy
+        Scipy.assign_tensors(self.variables, Scipy.unpack_tensors(self.variables, tf.constant(x)))
 
 
 def alternating_plan(

@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from ..exceptions import InvalidDataError
 from ..models import SiteModel
-from ..validation import batch_tensors, check_data, targets_for_likelihood
+from ..validation import batch_tensors, check_data, positive_int, targets_for_likelihood
 from .plans import TrainingPlan
 
 StepSize = Union[float, Callable[[tf.Tensor], tf.Tensor]]
@@ -237,8 +237,7 @@ def svi_plan(
     mini-batches, 100 passes and no convergence test, since the noisy estimates can agree to 1e-5
     by chance long before q(u) has settled (give ``fit`` a ``time_budget`` or ``max_iter``).
     """
-    if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
-        raise ValueError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
+    batch_size = positive_int(batch_size, "batch_size", optional=True)
     if isinstance(data, tf.data.Dataset):
         batches, per_epoch = _batches_from_dataset(model, data, batch_size)
         full_batch = False
@@ -247,9 +246,8 @@ def svi_plan(
         per_epoch = 1 if full_batch else N // int(batch_size)
     if step_size is None and full_batch:
         step_size = 1.0
-    steps = steps_per_iteration or per_epoch or 100
-    if not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps_per_iteration must be a positive integer; got {steps!r}.")
+    steps = positive_int(steps_per_iteration, "steps_per_iteration", optional=True)
+    steps = steps or per_epoch or 100
     svi = NaturalGradientSVI(model, step_size=step_size, learning_rate=learning_rate)
 
     def step() -> float:
