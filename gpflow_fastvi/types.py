@@ -10,7 +10,7 @@ q(u) and the collapsed bound.
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, Tuple
 
 import tensorflow as tf
 
@@ -43,6 +43,23 @@ class SiteStatistics(NamedTuple):
     """Σᵢ aᵢ, a scalar."""
     trace: tf.Tensor
     """Σᵢ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ): the sites' weight on what u cannot explain, a scalar."""
+
+
+class SteppedSites(NamedTuple):
+    """
+    A model's sites after some closed-form steps, with the q(u) and objective that go with them:
+    what an optimiser evaluates at a trial θ and makes the model's own at an accepted one
+    (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.stepped_sites`).
+    """
+
+    objective: tf.Tensor
+    """The model's objective at the stepped sites, a scalar (its gradient holds the sites fixed)."""
+    site_parameters: Tuple[tf.Tensor, ...]
+    """The stepped site parameters, each [N, 1]."""
+    q_mu: tf.Tensor
+    """The optimal q(u)'s mean for them, [M, 1], stored as the model stores ``q_mu``."""
+    q_sqrt: tf.Tensor
+    """Its Cholesky factor, [1, M, M], stored as the model stores ``q_sqrt``."""
 
 
 @dataclass(frozen=True)

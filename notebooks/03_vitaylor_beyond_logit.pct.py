@@ -103,8 +103,8 @@ svgp_seconds = fit_svgp_with_scipy(svgp, (X_train, Y_train), SCIPY_MAXITER)
 
 # %% [markdown]
 # The same model with `VITaylor`. The data go into the constructor (as in GPflow's `SGPR`) and
-# `fv.fit` runs vi-Taylor: three closed-form updates of ξ and q(u), then at most five L-BFGS-B
-# evaluations on θ at fixed ξ, repeated until the objective stops changing. L-BFGS therefore sees
+# `fv.fit` runs one L-BFGS-B over θ for the whole fit; every evaluation first takes two
+# closed-form steps of ξ and q(u) from the last accepted iterate. L-BFGS therefore sees
 # only the kernel's hyperparameters, where SVGP's L-BFGS also has to move the M + M(M + 1)/2
 # entries of q_mu and q_sqrt:
 

@@ -103,7 +103,7 @@ def test_an_unknown_training_keyword_names_the_accepted_ones(binary_data):
 
 def test_progress_bar_is_shown_on_request(binary_data, capsys):
     fv.fit(make_vijj(binary_data), max_iter=2, progress=True)
-    assert "VIJJ (analytic)" in capsys.readouterr().err
+    assert "VIJJ (persistent)" in capsys.readouterr().err
     # With a time budget the bar counts training seconds against it.
     _run_counting(time_budget=0.2, progress=True)
     err = capsys.readouterr().err
@@ -119,7 +119,7 @@ def test_fit_refuses_misuse(binary_data):
     with pytest.raises(ValueError, match="n_upd"):
         fv.fit(model, n_upd=0)
     with pytest.raises(ValueError, match="maxfun"):
-        fv.fit(model, maxfun=2.5)
+        fv.fit(model, method="analytic", maxfun=2.5)
     with pytest.raises(TypeError, match=r"n_upd.*method='full'.*maxfun"):
         fv.fit(model, method="full", n_upd=3)  # vi-JJ-full has no closed-form updates
     with pytest.raises(TypeError, match="no training routes"):
@@ -246,3 +246,37 @@ def test_the_persistent_route_never_lowers_the_bound_and_beats_its_start(binary_
     # which cannot lower a bound.
     assert np.all(np.diff(objectives) > -1e-8 * np.abs(objectives[1:]))
     np.testing.assert_allclose(objectives[-1], model.collapsed_bound().total, rtol=1e-10)
+
+
+def test_the_persistent_route_adopts_q_u_with_the_sites(binary_data):
+    """Each accepted iterate adopts the sites and q(u) kept from its own evaluation: q(u) must be
+    the optimum for the adopted ξ and θ, where the ELBO of the sites at the stored q(u) meets
+    the collapsed bound (below it for any other q(u))."""
+    model = make_vijj(binary_data)
+    trace = fv.fit(model, method="persistent", max_iter=6, tol=0.0)
+    assert len(trace.rows) == 6
+    np.testing.assert_allclose(model.sites_elbo(), model.collapsed_bound().total, rtol=1e-10)
+    model.xi.assign(model.xi * 1.5)  # sites moved away from the stored q(u): strictly below
+    assert float(model.sites_elbo()) < float(model.collapsed_bound().total) - 1e-6
+
+
+@pytest.mark.parametrize(
+    "method, traced", [("persistent", "stepped_sites"), ("analytic", "training_loss")]
+)
+def test_fit_compiles_its_loss_once_however_many_iterations(binary_data, method, traced):
+    """Python code inside a tf.function runs only while it is traced: counting calls of the
+    model's loss counts traces, and a fit of many iterations must trace it once."""
+    model = make_vijj(binary_data)
+    original = getattr(model, traced)
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    object.__setattr__(model, traced, counted)
+    trace = fv.fit(model, method=method, max_iter=12, tol=0.0)
+    assert len(trace.rows) == 12
+    # Persistent: the L-BFGS-B loss only. Analytic: the L-BFGS-B loss (the site updates are
+    # compiled separately and call update_sites).
+    assert len(calls) == 1

@@ -37,7 +37,7 @@ from ..gaussian import (
     whitened_q,
 )
 from ..inducing import InducingSpec, make_inducing_variable
-from ..types import Route, Sites, SiteStatistics
+from ..types import Route, Sites, SiteStatistics, SteppedSites
 from ..validation import (
     as_float_array,
     check_data,
@@ -58,7 +58,7 @@ PERSISTENT_ROUTE = Route(
     "closed-form site steps from the sites of the last accepted iterate",
 )
 """The persistent route (:mod:`gpflow_fastvi.training.persistent`), the same for every model whose
-sites have a closed-form step and whose objective is :meth:`GaussianSitesModel.stepped_objective`."""
+sites have a closed-form step and whose objective is that of :meth:`GaussianSitesModel.stepped_sites`."""
 
 
 class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, metaclass=abc.ABCMeta):
@@ -270,28 +270,25 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
         :class:`~gpflow_fastvi.VITaylor`, whose objective moves with its expansion points, the
         updates are Newton-like steps and the objective need not rise at each of them.
         Hyperparameters are left alone. Without batches the data are projected once for all the
-        passes of the call.
+        passes of the call. It is :meth:`adopt` of :meth:`stepped_sites`.
         """
         self._refuse_data(data, "update_sites")
-        X, _ = self.data
-        L = self.Kmm_cholesky()
-        projection = self.projection(X, L) if self.batch_size is None else None
-        params = self._stepped_site_parameters(L, projection, num_updates)
-        for parameter, value in zip(self.site_parameters, params):
-            parameter.assign(value)
-        return self._bound_and_store_q(L, self.site_statistics(L, params, projection))
+        stepped = self.stepped_sites(num_updates)
+        self.adopt(stepped)
+        return stepped.objective
 
-    def stepped_objective(self, num_updates: int) -> tf.Tensor:
+    def stepped_sites(self, num_updates: int) -> SteppedSites:
         """
-        The objective after ``num_updates`` closed-form site steps from the *stored* site
-        parameters, computed from one Kmm factor and (without batches) one projection shared by
-        the steps and the objective. Nothing is assigned, so an optimiser may evaluate it at trial
-        hyperparameters and keep the model's sites at their last accepted state.
+        The site parameters after ``num_updates`` closed-form steps from the *stored* ones, with
+        the optimal q(u) and the objective for them, computed from one Kmm factor and (without
+        batches) one projection shared by the steps and the objective. Nothing is assigned
+        (:meth:`adopt` does that), so an optimiser may evaluate it at trial hyperparameters and
+        keep the model's sites at their last accepted state.
 
-        Its gradient holds the stepped site parameters fixed. For a bound maximised over its site
-        parameters (VIJJ) that is the gradient of max over the sites, by the envelope theorem, as
-        the steps approach the sites' optimum; for Taylor sites it is the gradient at fixed
-        expansion points, as in vi-Taylor's own L-BFGS-B stage.
+        The objective's gradient holds the stepped site parameters fixed. For a bound maximised
+        over its site parameters (VIJJ) that is the gradient of max over the sites, by the
+        envelope theorem, as the steps approach the sites' optimum; for Taylor sites it is the
+        gradient at fixed expansion points, as in vi-Taylor's own L-BFGS-B stage.
         """
         X, _ = self.data
         L = self.Kmm_cholesky()
@@ -299,7 +296,25 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
         params = self._stepped_site_parameters(L, projection, num_updates)
         params = tuple(tf.stop_gradient(p) for p in params)
         stats = self.site_statistics(L, params, projection)
-        return collapsed_bound(stats, collapsed_factors(stats)).total
+        factors = collapsed_factors(stats)
+        q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
+        return SteppedSites(
+            objective=collapsed_bound(stats, factors).total,
+            site_parameters=params,
+            q_mu=tf.stop_gradient(q_mu),
+            q_sqrt=tf.stop_gradient(q_sqrt),
+        )
+
+    def stepped_objective(self, num_updates: int) -> tf.Tensor:
+        """The objective of :meth:`stepped_sites`, assigning nothing."""
+        return self.stepped_sites(num_updates).objective
+
+    def adopt(self, stepped: SteppedSites) -> None:
+        """Make the site parameters and q(u) of :meth:`stepped_sites` the model's own."""
+        for parameter, value in zip(self.site_parameters, stepped.site_parameters):
+            parameter.assign(value)
+        self.q_mu.assign(stepped.q_mu)
+        self.q_sqrt.assign(stepped.q_sqrt)
 
     def _stepped_site_parameters(
         self, L: tf.Tensor, projection: Optional[Projection], num_updates: int

@@ -27,13 +27,14 @@ class VIJJ(GaussianSitesModel):
     - :meth:`training_loss` is −Ĵ(θ, ξ). ξ is a trainable :class:`~gpflow.Parameter`, so
       ``gpflow.optimizers.Scipy().minimize(model.training_loss, model.trainable_variables)``
       maximises Ĵ over θ and ξ together (the paper's vi-JJ-full).
-    - :func:`gpflow_fastvi.fit` runs the paper's algorithms (:attr:`training_routes`):
-      ``method="analytic"`` (vi-JJ, the default: ``n_upd`` closed-form updates of ξ and q(u), then
-      L-BFGS-B on θ for at most ``maxfun`` evaluations, default 3 and 5), ``"full"`` (vi-JJ-full:
-      L-BFGS-B on θ and ξ together, ``maxfun`` default 20 per outer iteration), ``"hybrid"``
-      (vi-JJ-hybrid: closed-form updates, then L-BFGS-B on both) or ``"persistent"`` (one L-BFGS-B
-      run over θ for the whole fit, each evaluation taking ``n_upd`` = 2 closed-form ξ steps from
-      the last accepted iterate; :mod:`gpflow_fastvi.training.persistent`).
+    - :func:`gpflow_fastvi.fit` runs, by default, one persistent L-BFGS-B run over θ for the
+      whole fit, each evaluation taking ``n_upd`` = 2 closed-form ξ steps from the sites of the
+      last accepted iterate (``method="persistent"``, :mod:`gpflow_fastvi.training.persistent`),
+      and the paper's algorithms by name (:attr:`training_routes`): ``"analytic"`` (vi-JJ:
+      ``n_upd`` closed-form updates of ξ and q(u), then L-BFGS-B on θ for at most ``maxfun``
+      evaluations, default 3 and 5), ``"full"`` (vi-JJ-full: L-BFGS-B on θ and ξ together,
+      ``maxfun`` default 20 per outer iteration) and ``"hybrid"`` (vi-JJ-hybrid: closed-form
+      updates, then L-BFGS-B on both).
     - :meth:`elbo` is the standard SVGP ELBO at the current q(u), ≥ Ĵ.
     - ``q_mu``, ``q_sqrt``, ``whiten``, ``inducing_variable``, ``num_data`` mean what they mean in
       :class:`gpflow.models.SVGP`, so predictions, ``print_summary``, posteriors and checkpoints
@@ -63,7 +64,7 @@ class VIJJ(GaussianSitesModel):
         ),
         "persistent": PERSISTENT_ROUTE,
     }
-    default_route = "analytic"
+    default_route = "persistent"
     objective_is_bound = True
 
     def __init__(

@@ -29,11 +29,12 @@ class VITaylor(GaussianSitesModel):
     likelihood's own quadrature). With a Gaussian likelihood the expansion is exact and J̃ is
     Titsias' bound, the objective of :class:`gpflow.models.SGPR`.
 
-    - :func:`gpflow_fastvi.fit` runs vi-Taylor: ``n_upd`` closed-form updates of ξ and q(u), then
-      L-BFGS-B on θ at fixed ξ for at most ``maxfun`` evaluations (default 3 and 5, as in the
-      paper; ``method="analytic"``), or one persistent L-BFGS-B run over θ with ξ stepped between
-      accepted iterates (``method="persistent"``). ξ is not a free parameter of a bound, so the
-      'full' and 'hybrid' schemes of VIJJ do not apply and ξ is never optimised numerically.
+    - :func:`gpflow_fastvi.fit` runs, by default, one persistent L-BFGS-B run over θ with ξ
+      stepped in closed form between accepted iterates (``method="persistent"``), or the paper's
+      vi-Taylor by name (``method="analytic"``: ``n_upd`` closed-form updates of ξ and q(u), then
+      L-BFGS-B on θ at fixed ξ for at most ``maxfun`` evaluations, default 3 and 5). ξ is not a
+      free parameter of a bound, so the 'full' and 'hybrid' schemes of VIJJ do not apply and ξ
+      is never optimised numerically.
     - :meth:`training_loss` is −J̃ at the current ξ, and stores the matching q(u), so
       ``gpflow.optimizers.Scipy().minimize(model.training_loss, model.trainable_variables)`` fits θ
       for the current expansion points.
@@ -54,7 +55,7 @@ class VITaylor(GaussianSitesModel):
         ),
         "persistent": PERSISTENT_ROUTE,
     }
-    default_route = "analytic"
+    default_route = "persistent"
     objective_is_bound = False
 
     def __init__(

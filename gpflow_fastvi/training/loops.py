@@ -40,7 +40,7 @@ class Trace:
     """What :func:`fit` did: one row per outer iteration, and why it stopped."""
 
     method: str
-    """The training algorithm that ran, e.g. ``"analytic"`` for vi-JJ."""
+    """The training algorithm that ran, e.g. ``"persistent"`` or ``"analytic"`` (vi-JJ)."""
     rows: List[Dict[str, Any]] = field(default_factory=list)
     """One dict per outer iteration: ``iteration``, ``time`` (seconds since the start, callback time
     excluded, graph compilation included), ``objective`` (the model's own objective after the
@@ -75,15 +75,17 @@ def fit(
 
     ``method`` names one of the model's ``training_routes`` (default: its ``default_route``), and
     ``options`` are that route's keywords, such as ``n_upd`` and ``maxfun``; ``VIJJ.training_routes``
-    lists them with their defaults. For :class:`~gpflow_fastvi.VIJJ` the routes are vi-JJ
-    (``"analytic"``, the default), vi-JJ-full (``"full"``) and vi-JJ-hybrid (``"hybrid"``).
+    lists them with their defaults. For :class:`~gpflow_fastvi.VIJJ` the routes are one persistent
+    L-BFGS-B run with closed-form site steps (``"persistent"``, the default) and the paper's vi-JJ
+    (``"analytic"``), vi-JJ-full (``"full"``) and vi-JJ-hybrid (``"hybrid"``).
 
     :param data: ``None`` for models that hold their data; ``(X, Y)`` or a ``tf.data.Dataset`` for
         :class:`~gpflow_fastvi.PolyaGammaSVGP`.
     :param max_iter: cap on outer iterations. ``None`` takes the route's default, or no cap at all
         when a ``time_budget`` is given: the budget (or convergence) ends the run.
     :param tol: stop when the objective changes by at most ``tol · max(1, |objective|)`` between
-        outer iterations.
+        outer iterations (for as many iterations in a row as the route's plan asks: one for the
+        paper's bursts, several for the persistent route, whose iterations are single steps).
     :param time_budget: stop after the outer iteration during which this many seconds had passed.
     :param callback: called as ``callback(model)`` after every outer iteration; a returned mapping is
         merged into that iteration's row (e.g. test accuracy). Its time is not counted.
@@ -160,7 +162,7 @@ def run_plan(
         bar.bar_format = "{l_bar}{bar}| {n:.1f}/{total:g} s {postfix}"
     else:
         bar = tqdm(total=max_iter, unit="it", disable=not progress, desc=description)
-    progress_state: Dict[str, Any] = {"elapsed": 0.0, "previous": None}
+    progress_state: Dict[str, Any] = {"elapsed": 0.0, "previous": None, "small_changes": 0}
     clock = [time.perf_counter()]  # when the current iteration started, callback time left out
 
     def report(objective: float) -> bool:
@@ -181,7 +183,9 @@ def run_plan(
         bar.update(1 if time_budget is None else min(seconds, time_budget - bar.n))
         bar.set_postfix(iteration=iteration, objective=f"{objective:.6g}")
         progress_state["previous"] = objective
-        if previous is not None and abs(objective - previous) <= tol * max(1.0, abs(objective)):
+        small = previous is not None and abs(objective - previous) <= tol * max(1.0, abs(objective))
+        progress_state["small_changes"] = progress_state["small_changes"] + 1 if small else 0
+        if progress_state["small_changes"] >= plan.patience:
             trace.stop_reason = "converged"
         elif time_budget is not None and elapsed >= time_budget:
             trace.stop_reason = "time_budget"

@@ -8,12 +8,20 @@ of what L-BFGS knows. Here SciPy's L-BFGS-B runs once, for the whole fit:
 
 - every evaluation at a trial θ starts from the sites of the last *accepted* iterate, takes
   ``n_upd`` closed-form site steps and returns the collapsed bound with its θ-gradient at the
-  stepped sites (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.stepped_objective`), from
-  one Kmm factor and one projection, assigning nothing;
-- after every accepted iterate (SciPy's callback) the sites and q(u) take the same steps at the
-  accepted θ (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.update_sites`): the site step
-  stays an explicit step whose state follows accepted iterates, not part of the loss. That is one
-  outer iteration, one row of :func:`~gpflow_fastvi.fit`'s trace.
+  stepped sites, together with those sites and their optimal q(u)
+  (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.stepped_sites`), from one Kmm factor and
+  one projection, assigning nothing;
+- at every accepted iterate (SciPy's callback) the model adopts the stepped sites and q(u) of
+  that iterate (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.adopt`), kept from its
+  evaluation rather than computed again: the site step stays an explicit step whose state
+  follows accepted iterates, not part of the loss, and costs nothing beyond the evaluations.
+  That is one outer iteration, one row of :func:`~gpflow_fastvi.fit`'s trace.
+
+L-BFGS-B's curvature pairs then span objectives whose sites have moved since, and it can end by
+itself (a stalled line search, or a tiny change it takes for convergence) well short of the
+optimum. It is then started again from where it stopped, with a fresh memory, and the run has
+converged only when a fresh start takes at most one step, or when the objective has changed by
+at most the tolerance over five outer iterations in a row.
 
 For a bound maximised over its sites (VIJJ) the gradient with the sites held fixed is, by the
 envelope theorem, the gradient of the bound maximised over the sites; between iterations the
@@ -21,12 +29,14 @@ objective only rises as the sites move, so L-BFGS-B's line search sees a functio
 slowly in its favour.
 """
 
-from typing import Optional
+from typing import Optional, Tuple
 
+import numpy as np
 import scipy.optimize
 import tensorflow as tf
 
 from ..models import GaussianSitesModel
+from ..types import SteppedSites
 from ..validation import positive_int
 from .plans import LBFGSStage, Report, TrainingPlan
 
@@ -51,26 +61,53 @@ def persistent_plan(
     n_upd = positive_int(n_upd, "n_upd")
     site_ids = {id(p.unconstrained_variable) for p in model.site_parameters}
     variables = [v for v in model.trainable_variables if id(v) not in site_ids]
-    closed_form = tf.function(lambda: model.update_sites(num_updates=n_upd), autograph=False)
 
-    def loss() -> tf.Tensor:
-        return -(model.stepped_objective(n_upd) + model.log_prior_density())
+    def loss() -> Tuple[tf.Tensor, SteppedSites]:
+        stepped = model.stepped_sites(n_upd)
+        return -(stepped.objective + model.log_prior_density()), stepped
 
-    lbfgs = LBFGSStage(loss, variables, maxfun=None) if variables else None
+    if not variables:  # nothing for L-BFGS-B: closed-form steps only
+        closed_form = tf.function(lambda: model.update_sites(num_updates=n_upd), autograph=False)
+        return TrainingPlan.from_step(lambda: float(closed_form()), max_iter=max_iter, tol=tol)
+
+    lbfgs = LBFGSStage(loss, variables, maxfun=None, has_aux=True)
+
+    def step_sites(x: Optional[np.ndarray] = None) -> float:
+        """Adopt the stepped sites at θ = x (the variables' values), from the last evaluation
+        when it was at x, which is the usual case: L-BFGS-B accepts the last point it tried."""
+        if x is None or lbfgs.last_x is None or not np.array_equal(x, lbfgs.last_x):
+            lbfgs.evaluate()
+        stepped: SteppedSites = lbfgs.last_aux
+        model.adopt(stepped)
+        return float(stepped.objective)
 
     def iterate(report: Report) -> Optional[str]:
-        objective = float(closed_form())  # the sites and q(u) of the starting θ
-        if lbfgs is None:  # nothing for L-BFGS-B: closed-form steps only
-            while report(objective):
-                objective = float(closed_form())
-            return None
+        step_sites()  # the sites and q(u) of the starting θ
+        stopped = False  # whether ``report`` ended the run
+        steps = 0
 
-        def accepted(_: scipy.optimize.OptimizeResult) -> None:  # θ is already the accepted one
-            if not report(float(closed_form())):
+        def accepted(intermediate: scipy.optimize.OptimizeResult) -> None:
+            nonlocal stopped, steps
+            steps += 1
+            if not report(step_sites(intermediate.x)):
+                stopped = True
                 raise StopIteration
 
-        result = lbfgs(callback=accepted)
-        # When ``report`` stopped the run, run_plan has its reason already and ignores this one.
-        return None if result.success else f"L-BFGS-B stopped: {result.message}"
+        restarted = False
+        while True:
+            steps = 0
+            result = lbfgs(callback=accepted)
+            # When ``report`` stopped the run, run_plan has its reason already.
+            if stopped:
+                return None
+            # L-BFGS-B ended by itself. Its curvature pairs span objectives whose sites have
+            # since moved, so it may stall short of the optimum: start it again. A fresh start
+            # that cannot take a second step is convergence, even when its line search failed:
+            # the gradient holds the stepped sites fixed, so near the optimum it is only as exact
+            # as the site steps, and no descent is left to find at that accuracy. On the very
+            # first run a failure is reported.
+            if steps <= 1:
+                return None if result.success or restarted else f"L-BFGS-B: {result.message}"
+            restarted = True
 
-    return TrainingPlan(iterate=iterate, max_iter=max_iter, tol=tol)
+    return TrainingPlan(iterate=iterate, max_iter=max_iter, tol=tol, patience=5)

@@ -7,7 +7,7 @@ build plans (the *drivers*: :func:`alternating_plan` here, :func:`~gpflow_fastvi
 drive a model through its public protocol (:class:`~gpflow_fastvi.models.protocol.SiteModel`) only.
 """
 
-from typing import Callable, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -32,6 +32,11 @@ class TrainingPlan(NamedTuple):
     """Default cap on outer iterations."""
     tol: float
     """Default relative tolerance on the change of the objective between outer iterations."""
+    patience: int = 1
+    """How many outer iterations in a row must each change the objective by at most the
+    tolerance before the run counts as converged. One for plans whose outer iteration is a whole
+    optimiser run (a burst of L-BFGS-B); more where an outer iteration is a single quasi-Newton
+    step, of which an occasional one is tiny while the optimiser is far from converged."""
 
     @classmethod
     def from_step(cls, step: Callable[[], float], max_iter: int, tol: float) -> "TrainingPlan":
@@ -52,42 +57,63 @@ class LBFGSStage:
     stops it (the persistent route). The loss and its gradient are compiled once, as one function
     of the flat parameter vector, and reused by every call (``gpflow.optimizers.Scipy().minimize``
     would build and trace a new function on each call).
+
+    With ``has_aux`` the loss returns ``(value, aux)``, as in JAX's ``value_and_grad``: ``aux`` is
+    whatever else the evaluation computed (for the persistent route, the stepped sites and their
+    q(u)), kept for the last point evaluated (:attr:`last_x`, :attr:`last_aux`) so that a callback
+    at an accepted iterate can take it instead of computing it again.
     """
 
     def __init__(
         self,
-        loss: Callable[[], tf.Tensor],
+        loss: Callable[[], Any],
         variables: Sequence[tf.Variable],
         maxfun: Optional[int],
+        *,
+        has_aux: bool = False,
     ):
         self.variables = tuple(variables)
         self.maxfun = maxfun
+        self.last_x: Optional[np.ndarray] = None
+        """The last point at which the loss was evaluated successfully."""
+        self.last_aux: Any = None
+        """The ``aux`` of the loss at :attr:`last_x` (``has_aux`` only)."""
         Scipy = gpflow.optimizers.Scipy
 
         @tf.function(autograph=False)
-        def loss_and_gradient(x: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        def loss_and_gradient(x: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, Any]:
             Scipy.assign_tensors(self.variables, Scipy.unpack_tensors(self.variables, x))
             with tf.GradientTape(watch_accessed_variables=False) as tape:
                 tape.watch(self.variables)
-                value = loss()
+                value, aux = loss() if has_aux else (loss(), ())
             gradients = tape.gradient(
                 value, self.variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
             )
-            return value, Scipy.pack_tensors(gradients)
+            return value, Scipy.pack_tensors(gradients), aux
+
+        def evaluate(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+            value, gradient, aux = loss_and_gradient(tf.constant(x))
+            self.last_x, self.last_aux = x.copy(), aux
+            return value.numpy(), gradient.numpy()
 
         def scipy_objective(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
             try:
-                value, gradient = loss_and_gradient(tf.constant(x))
+                return evaluate(x)
             except tf.errors.InvalidArgumentError:
                 if np.array_equal(x, self._start):
                     raise  # the current parameters themselves fail: a real error, report it
                 # A line-search trial point so extreme that Kmm cannot be factorised: report it as
                 # +inf, so that L-BFGS-B shortens its step instead of stopping training.
                 return np.inf, np.zeros_like(x)
-            return value.numpy(), gradient.numpy()
 
+        self._evaluate = evaluate
         self._objective = scipy_objective
         self._start = np.empty(0)
+
+    def evaluate(self) -> Tuple[float, Any]:
+        """The loss (and ``aux``) at the variables' current values, by the compiled function."""
+        value, _ = self._evaluate(gpflow.optimizers.Scipy.pack_tensors(self.variables).numpy())
+        return float(value), self.last_aux
 
     def __call__(
         self, callback: Optional[Callable[[scipy.optimize.OptimizeResult], None]] = None
