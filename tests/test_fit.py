@@ -280,3 +280,39 @@ def test_fit_compiles_its_loss_once_however_many_iterations(binary_data, method,
     # Persistent: the L-BFGS-B loss only. Analytic: the L-BFGS-B loss (the site updates are
     # compiled separately and call update_sites).
     assert len(calls) == 1
+
+
+def test_validation_stop_records_the_held_out_nll_and_keeps_the_best_iterate(binary_data):
+    X, Y = binary_data
+    train, held_out = (X[:40], Y[:40]), (X[40:], Y[40:])
+    model = make_vijj(train)
+    trace = fv.fit(model, max_iter=15, tol=0.0, validation=held_out)
+    nll = trace.column("validation_nll")
+    assert len(nll) == len(trace.rows) and np.all(np.isfinite(nll))
+    # Whatever the last iteration, the model is the one with the lowest held-out NLL.
+    held_out_nll = -float(np.mean(model.predict_log_density(held_out)))
+    np.testing.assert_allclose(held_out_nll, nll.min(), rtol=1e-10)
+
+
+def test_validation_stop_ends_the_run_when_the_held_out_nll_rises(binary_data):
+    """Held-out points with their labels flipped: the better the fit, the worse their NLL, so
+    the run stops after `validation_patience` iterations and keeps the first iterate."""
+    X, Y = binary_data
+    train, flipped = (X[:40], Y[:40]), (X[40:], 1.0 - Y[40:])
+    model = make_vijj(train)
+    trace = fv.fit(model, max_iter=50, tol=0.0, validation=flipped, validation_patience=3)
+    nll = trace.column("validation_nll")
+    assert trace.stop_reason == "validation" and len(trace.rows) == 1 + 3
+    assert nll.argmin() == 0 and np.all(nll[1:] > nll[0])
+    np.testing.assert_allclose(-np.mean(model.predict_log_density(flipped)), nll[0], rtol=1e-10)
+
+
+def test_validation_stop_refuses_bad_input(binary_data):
+    X, Y = binary_data
+    model = make_vijj(binary_data)
+    with pytest.raises(fv.InvalidDataError, match="validation inputs have 1 features"):
+        fv.fit(model, max_iter=2, validation=(X[:, :1], Y))
+    with pytest.raises(ValueError, match="validation_patience"):
+        fv.fit(model, max_iter=2, validation=(X, Y), validation_patience=0)
+    with pytest.raises(fv.InvalidDataError, match="binary"):
+        fv.fit(model, max_iter=2, validation=(X, Y + 2.0))

@@ -19,8 +19,9 @@ import tensorflow as tf
 from gpflow.models.training_mixins import InternalDataTrainingLossMixin
 from tqdm.auto import tqdm
 
-from ..exceptions import CholeskyError
+from ..exceptions import CholeskyError, InvalidDataError
 from ..models import SiteModel
+from ..validation import check_data, positive_int, targets_for_likelihood
 from .persistent import persistent_plan
 from .plans import TrainingPlan, alternating_plan
 from .svi import svi_plan
@@ -46,8 +47,9 @@ class Trace:
     excluded, graph compilation included), ``objective`` (the model's own objective after the
     iteration) and whatever the callback returned."""
     stop_reason: str = ""
-    """``"converged"``, ``"max_iter"``, ``"time_budget"``, or the optimiser's own message when it
-    stopped for another reason (e.g. ``"L-BFGS-B stopped: ..."``)."""
+    """``"converged"``, ``"max_iter"``, ``"time_budget"``, ``"validation"`` (the held-out NLL of
+    ``fit(validation=...)`` stopped improving), or the optimiser's own message when it stopped for
+    another reason (e.g. ``"L-BFGS-B: ..."``)."""
 
     @property
     def converged(self) -> bool:
@@ -68,6 +70,8 @@ def fit(
     time_budget: Optional[float] = None,
     callback: Optional[Callback] = None,
     progress: bool = False,
+    validation: Any = None,
+    validation_patience: int = 10,
     **options: Any,
 ) -> Trace:
     """
@@ -91,6 +95,17 @@ def fit(
         merged into that iteration's row (e.g. test accuracy). Its time is not counted.
     :param progress: show a progress bar: of training seconds against ``time_budget`` if one is
         given (callback time left out, as in the trace), of outer iterations otherwise.
+    :param validation: held-out ``(X, Y)``, not in the training data, for a validation-based stop:
+        after every outer iteration the mean negative log predictive density of these points is
+        recorded (``validation_nll``, its time counted as training time); the run stops when it
+        has not improved for ``validation_patience`` iterations in a row (``stop_reason``
+        ``"validation"``), and however the run ends the model is left at the iteration with the
+        lowest ``validation_nll`` (all its variables: hyperparameters, sites and q(u)). Without
+        it, training maximises the objective, as ``gpflow.optimizers.Scipy`` would. The
+        benchmarks show why one may want it: with ARD lengthscales and fixed inducing inputs the
+        SVGP ELBO itself can keep rising along hyperparameters that predict worse.
+    :param validation_patience: iterations without improvement of ``validation_nll`` that stop
+        the run.
     """
     if not isinstance(model, SiteModel):
         raise TypeError(
@@ -119,6 +134,13 @@ def fit(
         )
     if not holds_data and data is None:
         raise ValueError(f"{name} takes its data in fit(model, data, ...).")
+    early_stop = (
+        None
+        if validation is None
+        else ValidationStop(
+            model, validation, positive_int(validation_patience, "validation_patience")
+        )
+    )
     plan = DRIVERS[route.driver](model, data, **route.settings, **{**route.options, **options})
     return run_plan(
         plan,
@@ -129,7 +151,57 @@ def fit(
         time_budget=time_budget,
         callback=callback,
         progress=progress,
+        validation=early_stop,
     )
+
+
+class ValidationStop:
+    """
+    The validation-based stop of :func:`fit`: the held-out mean negative log predictive density
+    after each outer iteration, a copy of the model's variables at the best one so far, and the
+    count of iterations since it.
+    """
+
+    def __init__(self, model: Any, data: Any, patience: int):
+        X, Y = check_data(data)
+        Y = targets_for_likelihood(model.likelihood, Y)
+        num_features = model.inducing_variable.Z.shape[-1]
+        if X.shape[1] != num_features:
+            raise InvalidDataError(
+                f"validation inputs have {X.shape[1]} features; the model's inducing inputs have "
+                f"{num_features}."
+            )
+        X_held_out, Y_held_out = tf.constant(X), tf.constant(Y)
+        self.model = model
+        self.patience = patience
+        self._nll = tf.function(
+            lambda: -tf.reduce_mean(model.predict_log_density((X_held_out, Y_held_out))),
+            autograph=False,
+        )
+        self.best = np.inf
+        self.since_best = 0
+        self._best_values: Optional[List[np.ndarray]] = None
+
+    def __call__(self) -> float:
+        """Record the current iteration; return its validation NLL."""
+        nll = float(self._nll())
+        if nll < self.best:
+            self.best, self.since_best = nll, 0
+            self._best_values = [v.numpy() for v in self.model.variables]
+        else:
+            self.since_best += 1
+        return nll
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether ``patience`` iterations in a row have not improved on the best."""
+        return self.since_best >= self.patience
+
+    def restore_best(self) -> None:
+        """Put every variable of the model back to its value at the best iteration."""
+        if self._best_values is not None and self.since_best > 0:
+            for variable, value in zip(self.model.variables, self._best_values):
+                variable.assign(value)
 
 
 def run_plan(
@@ -142,6 +214,7 @@ def run_plan(
     time_budget: Optional[float] = None,
     callback: Optional[Callback] = None,
     progress: bool = False,
+    validation: Optional[ValidationStop] = None,
 ) -> Trace:
     """
     Run ``plan``'s outer iterations as :func:`fit` describes and record them in a :class:`Trace`
@@ -166,6 +239,7 @@ def run_plan(
     clock = [time.perf_counter()]  # when the current iteration started, callback time left out
 
     def report(objective: float) -> bool:
+        validation_nll = None if validation is None else validation()
         seconds = time.perf_counter() - clock[0]
         elapsed = progress_state["elapsed"] = progress_state["elapsed"] + seconds
         previous = progress_state["previous"]
@@ -177,6 +251,8 @@ def run_plan(
                 "that run to 0 or infinity."
             )
         row: Dict[str, Any] = {"iteration": iteration, "time": elapsed, "objective": objective}
+        if validation_nll is not None:
+            row["validation_nll"] = validation_nll
         if callback is not None:
             row.update(callback(model) or {})
         trace.rows.append(row)
@@ -187,6 +263,8 @@ def run_plan(
         progress_state["small_changes"] = progress_state["small_changes"] + 1 if small else 0
         if progress_state["small_changes"] >= plan.patience:
             trace.stop_reason = "converged"
+        elif validation is not None and validation.exhausted:
+            trace.stop_reason = "validation"
         elif time_budget is not None and elapsed >= time_budget:
             trace.stop_reason = "time_budget"
         elif iteration >= max_iter:
@@ -203,6 +281,8 @@ def run_plan(
             raise
         if not trace.stop_reason:  # the algorithm ended by itself
             trace.stop_reason = ended or "converged"
+        if validation is not None:
+            validation.restore_best()
     finally:
         bar.close()
     return trace

@@ -1,0 +1,170 @@
+"""
+Where the time of one training step goes, per model, beside the machine's matmul floor.
+
+``python -m gpflow_fastvi.benchmarks.profile [n] [m]`` (default n = 100,000, m = 100) times, on
+synthetic data (D = 10, as :mod:`~gpflow_fastvi.benchmarks.scaling`), compiled pieces of one
+evaluation of the persistent route of :class:`~gpflow_fastvi.VIJJ` and :class:`~gpflow_fastvi.VITaylor`
+— the objective and its θ-gradient after ``n_upd`` closed-form site steps, what L-BFGS-B asks
+for at every trial point — and one SVI step of :class:`~gpflow_fastvi.PolyaGammaSVGP` beside one
+SVGP + Adam step on a batch of 100:
+
+- ``Kmn``: the kernel matrix K(Z, X) alone;
+- ``projection``: chol(Kmm) and A = L⁻¹ Kmn, with the diagonal of Knn;
+- ``objective, n_upd = k``: the forward pass of :meth:`~gpflow_fastvi.models.base.GaussianSitesModel.stepped_sites`
+  after k site steps (so the difference between k and k + 1 is the price of one step);
+- ``objective + gradient, n_upd = k``: the same with the backward pass, as L-BFGS-B calls it;
+- ``floor``: one dense product of 2·n·m² operations at the measured float64 matmul rate.
+
+Each piece is compiled once and timed as the median of ``repeats`` calls after one untimed call.
+Prints a Markdown table.
+"""
+
+import sys
+import time
+from typing import Callable, Dict, List, Sequence, Tuple
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+
+from .. import VIJJ, NaturalGradientSVI, PolyaGammaSVGP, VITaylor
+from .scaling import NUM_FEATURES, matmul_rate
+
+REPEATS = 7
+BATCH = 100
+
+
+def median_seconds(function: Callable[[], object], repeats: int = REPEATS) -> float:
+    """Median wall-clock seconds of ``function()`` over ``repeats`` calls, after one untimed call."""
+    function()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def synthetic(n: int, seed: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+    """Standard normal inputs in D = 10 and labels in {0, 1} from the sign of a smooth function."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, NUM_FEATURES))
+    Y = (np.sin(X[:, :1]) + 0.5 * X[:, 1:2] > 0).astype(np.float64)
+    return X, Y
+
+
+def _kernel() -> gpflow.kernels.Kernel:
+    return gpflow.kernels.SquaredExponential(lengthscales=np.full(NUM_FEATURES, NUM_FEATURES**0.5))
+
+
+def profile_sites_model(
+    model_class: type, X: np.ndarray, Y: np.ndarray, m: int
+) -> Dict[str, float]:
+    """Seconds of each piece of one persistent-route evaluation of ``model_class``."""
+    model = model_class((X, Y), _kernel(), X[:m].copy())
+    model.update_sites(2)  # sites away from their start, as during training
+    variables = [model.kernel.variance.unconstrained_variable] + [
+        model.kernel.lengthscales.unconstrained_variable
+    ]
+    data_X = model.data[0]
+
+    def compiled(function: Callable[[], tf.Tensor]) -> Callable[[], object]:
+        graph = tf.function(function, autograph=False)
+        return lambda: graph().numpy()
+
+    def value_and_gradient(n_upd: int) -> Callable[[], tf.Tensor]:
+        def run() -> tf.Tensor:
+            with tf.GradientTape() as tape:
+                value = model.stepped_sites(n_upd).objective
+            gradients = tape.gradient(value, variables)
+            return value + tf.add_n([tf.reduce_sum(g) for g in gradients]) * 0.0
+
+        return run
+
+    seconds = {
+        "Kmn": median_seconds(
+            compiled(lambda: tf.reduce_sum(model.kernel(model.inducing_variable.Z, data_X)))
+        ),
+        "projection": median_seconds(
+            compiled(lambda: tf.reduce_sum(model.projection(data_X, model.Kmm_cholesky())[0]))
+        ),
+    }
+    for n_upd in (0, 1, 2):
+        seconds[f"objective, n_upd = {n_upd}"] = median_seconds(
+            compiled(lambda k=n_upd: model.stepped_sites(k).objective)
+        )
+    for n_upd in (0, 2):
+        seconds[f"objective + gradient, n_upd = {n_upd}"] = median_seconds(
+            compiled(value_and_gradient(n_upd))
+        )
+    return seconds
+
+
+def profile_svi_steps(X: np.ndarray, Y: np.ndarray, m: int) -> Dict[str, float]:
+    """Seconds of one PolyaGammaSVGP SVI step and one SVGP + Adam step, batches of :data:`BATCH`."""
+    Z = X[:m].copy()
+    rng = np.random.default_rng(1)
+    batches = [
+        (tf.constant(X[i]), tf.constant(Y[i]))
+        for i in (rng.choice(len(X), BATCH, replace=False) for _ in range(REPEATS + 1))
+    ]
+    cycle = iter(range(10**9))
+
+    logit = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
+    polya_gamma = PolyaGammaSVGP(_kernel(), logit, Z.copy(), num_data=len(X))
+    svi = NaturalGradientSVI(polya_gamma)
+
+    svgp = gpflow.models.SVGP(_kernel(), logit, Z.copy(), num_data=len(X))
+    gpflow.set_trainable(svgp.inducing_variable, False)
+    adam = gpflow.keras.tf_keras.optimizers.Adam(0.01)
+    adam.build(svgp.trainable_variables)
+
+    @tf.function(autograph=False)
+    def adam_step(X_batch: tf.Tensor, Y_batch: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = svgp.training_loss((X_batch, Y_batch))
+        adam.apply_gradients(
+            zip(tape.gradient(loss, svgp.trainable_variables), svgp.trainable_variables)
+        )
+        return loss
+
+    def next_batch() -> Tuple[tf.Tensor, tf.Tensor]:
+        return batches[next(cycle) % len(batches)]
+
+    return {
+        "PolyaGammaSVGP SVI step": median_seconds(lambda: svi.step(next_batch()).numpy()),
+        "SVGP + Adam step": median_seconds(lambda: adam_step(*next_batch()).numpy()),
+    }
+
+
+def markdown(n: int, m: int, rate: float, rows: Dict[str, Dict[str, float]]) -> List[str]:
+    """The table: milliseconds of each piece per model, and its multiple of the floor."""
+    floor = 2.0 * n * m * m / rate
+    lines = [
+        f"n = {n:,}, m = {m}, D = {NUM_FEATURES}; float64 matmul {rate / 1e9:.1f} GFLOP/s, "
+        f"floor 2·n·m² = {floor * 1e3:.1f} ms",
+        "",
+        "| model | piece | ms | × floor |",
+        "|---|---|---:|---:|",
+    ]
+    for model_name, seconds in rows.items():
+        for piece, value in seconds.items():
+            lines.append(f"| {model_name} | {piece} | {value * 1e3:.1f} | {value / floor:.2f} |")
+    return lines
+
+
+def main(argv: Sequence[str]) -> None:
+    n = int(argv[0]) if argv else 100_000
+    m = int(argv[1]) if len(argv) > 1 else 100
+    X, Y = synthetic(n)
+    rate = matmul_rate()
+    rows = {
+        "VIJJ": profile_sites_model(VIJJ, X, Y, m),
+        "VITaylor": profile_sites_model(VITaylor, X, Y, m),
+        "SVI steps": profile_svi_steps(X, Y, m),
+    }
+    print("\n".join(markdown(n, m, rate, rows)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
