@@ -165,8 +165,9 @@ class ValidationStop:
     def __init__(self, model: Any, data: Any, patience: int):
         X, Y = check_data(data)
         Y = targets_for_likelihood(model.likelihood, Y)
-        num_features = model.inducing_variable.Z.shape[-1]
-        if X.shape[1] != num_features:
+        Z = getattr(model.inducing_variable, "Z", None)
+        num_features = None if Z is None else Z.shape[-1]
+        if num_features is not None and X.shape[1] != num_features:
             raise InvalidDataError(
                 f"validation inputs have {X.shape[1]} features; the model's inducing inputs have "
                 f"{num_features}."

@@ -40,6 +40,9 @@ from ..types import SteppedSites
 from ..validation import positive_int
 from .plans import LBFGSStage, Report, TrainingPlan
 
+PATIENCE = 5
+"""Outer iterations in a row whose change is within the tolerance before the run has converged."""
+
 
 def persistent_plan(
     model: GaussianSitesModel,
@@ -50,13 +53,14 @@ def persistent_plan(
     tol: float = 1e-7,
 ) -> TrainingPlan:
     """
-    The plan of the module docstring: one outer iteration is one L-BFGS-B iteration followed by
-    ``n_upd`` closed-form site steps at the accepted hyperparameters.
+    The plan of the module docstring: one outer iteration is one accepted L-BFGS-B iterate, after
+    which the model adopts the sites and q(u) stepped ``n_upd`` times at it.
 
     :param data: ``None``: the model holds its data.
     :param n_upd: closed-form site steps per evaluation, from the last accepted sites.
     :param tol: stop when the objective changes by at most ``tol · max(1, |objective|)`` from one
-        iteration to the next (an iteration here is one L-BFGS-B step, not a burst of five).
+        iteration to the next for ``PATIENCE`` (five) iterations in a row (an iteration here is one
+        L-BFGS-B step, not a burst of five, and an occasional one is tiny far from the optimum).
     """
     n_upd = positive_int(n_upd, "n_upd")
     site_ids = {id(p.unconstrained_variable) for p in model.site_parameters}
@@ -110,4 +114,4 @@ def persistent_plan(
                 return None if result.success or restarted else f"L-BFGS-B: {result.message}"
             restarted = True
 
-    return TrainingPlan(iterate=iterate, max_iter=max_iter, tol=tol, patience=5)
+    return TrainingPlan(iterate=iterate, max_iter=max_iter, tol=tol, patience=PATIENCE)
