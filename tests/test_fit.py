@@ -208,22 +208,22 @@ def test_lbfgs_stage_backs_off_from_trial_points_that_fail():
         stage()  # the current point itself fails: that is reported
 
 
-def test_stepped_objective_assigns_nothing_and_matches_update_sites(binary_data):
+def test_stepped_sites_assign_nothing_and_match_update_sites(binary_data):
     model = make_vijj(binary_data)
     xi = model.xi.numpy()
-    stepped = model.stepped_objective(2)
+    stepped = model.stepped_sites(2).objective
     np.testing.assert_array_equal(model.xi.numpy(), xi)  # a trial evaluation leaves the sites
     np.testing.assert_allclose(stepped, model.update_sites(2), rtol=1e-12)
 
 
-def test_stepped_objective_gradient_is_that_of_the_bound_maximised_over_xi(binary_data):
+def test_stepped_sites_objective_gradient_is_that_of_the_bound_maximised_over_xi(binary_data):
     """The envelope theorem behind the persistent route: at the optimal ξ, the θ-gradient of
     Ĵ(θ, ξ) with ξ held fixed is the derivative of max_ξ Ĵ(θ, ξ), here by central differences."""
     model = make_vijj(binary_data)
     model.update_sites(300)
     variance = model.kernel.variance
     with tf.GradientTape() as tape:
-        value = model.stepped_objective(2)
+        value = model.stepped_sites(2).objective
     gradient = tape.gradient(value, variance.unconstrained_variable).numpy()
 
     def maximised(u):

@@ -2,7 +2,7 @@
 Where the time of one training step goes, per model, beside the machine's matmul floor.
 
 ``python -m gpflow_fastvi.benchmarks.profile [n] [m]`` (default n = 100,000, m = 100) times, on
-synthetic data (D = 10, as :mod:`~gpflow_fastvi.benchmarks.scaling`), compiled pieces of one
+the synthetic data of :mod:`~gpflow_fastvi.benchmarks.scaling` (D = 10), compiled pieces of one
 evaluation of the persistent route of :class:`~gpflow_fastvi.VIJJ` and :class:`~gpflow_fastvi.VITaylor`
 — the objective and its θ-gradient after ``n_upd`` closed-form site steps, what L-BFGS-B asks
 for at every trial point — and one SVI step of :class:`~gpflow_fastvi.PolyaGammaSVGP` beside one
@@ -15,12 +15,11 @@ SVGP + Adam step on a batch of 100:
 - ``objective + gradient, n_upd = k``: the same with the backward pass, as L-BFGS-B calls it;
 - ``floor``: one dense product of 2·n·m² operations at the measured float64 matmul rate.
 
-Each piece is compiled once and timed as the median of ``repeats`` calls after one untimed call.
+Each piece is compiled once and timed as the median of ``REPEATS`` (7) calls after the first.
 Prints a Markdown table.
 """
 
 import sys
-import time
 from typing import Callable, Dict, List, Sequence, Tuple
 
 import gpflow
@@ -28,29 +27,15 @@ import numpy as np
 import tensorflow as tf
 
 from .. import VIJJ, NaturalGradientSVI, PolyaGammaSVGP, VITaylor
-from .scaling import NUM_FEATURES, matmul_rate
+from .scaling import NUM_FEATURES, compiled_seconds, matmul_rate, synthetic_data
 
 REPEATS = 7
 BATCH = 100
 
 
-def median_seconds(function: Callable[[], object], repeats: int = REPEATS) -> float:
-    """Median wall-clock seconds of ``function()`` over ``repeats`` calls, after one untimed call."""
-    function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
-
-
-def synthetic(n: int, seed: int = 0) -> Tuple[np.ndarray, np.ndarray]:
-    """Standard normal inputs in D = 10 and labels in {0, 1} from the sign of a smooth function."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, NUM_FEATURES))
-    Y = (np.sin(X[:, :1]) + 0.5 * X[:, 1:2] > 0).astype(np.float64)
-    return X, Y
+def median_seconds(function: Callable[[], object]) -> float:
+    """Median wall-clock seconds of ``function()`` over ``REPEATS`` calls after the first."""
+    return compiled_seconds(function, REPEATS)[1]
 
 
 def _kernel() -> gpflow.kernels.Kernel:
@@ -63,8 +48,9 @@ def profile_sites_model(
     """Seconds of each piece of one persistent-route evaluation of ``model_class``."""
     model = model_class((X, Y), _kernel(), X[:m].copy())
     model.update_sites(2)  # sites away from their start, as during training
-    variables = [model.kernel.variance.unconstrained_variable] + [
-        model.kernel.lengthscales.unconstrained_variable
+    variables = [
+        model.kernel.variance.unconstrained_variable,
+        model.kernel.lengthscales.unconstrained_variable,
     ]
     data_X = model.data[0]
 
@@ -156,7 +142,7 @@ def markdown(n: int, m: int, rate: float, rows: Dict[str, Dict[str, float]]) -> 
 def main(argv: Sequence[str]) -> None:
     n = int(argv[0]) if argv else 100_000
     m = int(argv[1]) if len(argv) > 1 else 100
-    X, Y = synthetic(n)
+    X, Y = synthetic_data(n)
     rate = matmul_rate()
     rows = {
         "VIJJ": profile_sites_model(VIJJ, X, Y, m),

@@ -18,7 +18,7 @@ function), Z is n's first m points, and points are processed in batches of at mo
 """
 
 import time
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -54,14 +54,38 @@ def matmul_rate(size: int = 2000, repeats: int = 5) -> float:
     return 2.0 * size**3 / best
 
 
+def synthetic_data(n: int, seed: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+    """n standard normal inputs in D = :data:`NUM_FEATURES` and labels in {0, 1} from the sign of
+    a smooth function of the first two."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, NUM_FEATURES))
+    Y = (np.sin(X[:, :1]) + 0.5 * X[:, 1:2] > 0).astype(np.float64)
+    return X, Y
+
+
+def compiled_seconds(function: Callable[[], Any], repeats: int) -> Tuple[float, float]:
+    """
+    Seconds of the first call of ``function`` (which compiles it, when it is a ``tf.function``)
+    and the median of ``repeats`` timed calls after it; ``function`` must block until its result
+    is computed (call ``.numpy()`` on it).
+    """
+    start = time.perf_counter()
+    function()
+    first = time.perf_counter() - start
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        seconds.append(time.perf_counter() - start)
+    return first, float(np.median(seconds))
+
+
 def _model(n: int, m: int, seed: int = 0) -> Any:
     import gpflow
 
     from ..models import VIJJ
 
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, NUM_FEATURES))
-    Y = (np.sin(X[:, :1]) + 0.5 * X[:, 1:2] > 0).astype(np.float64)
+    X, Y = synthetic_data(n, seed)
     kernel = gpflow.kernels.SquaredExponential(lengthscales=np.sqrt(NUM_FEATURES))
     batch_size = None if n * m <= POINTS_PER_BATCH else max(1, POINTS_PER_BATCH // m)
     return VIJJ((X, Y), kernel, X[:m].copy(), batch_size=batch_size)
@@ -76,18 +100,11 @@ def time_update(n: int, m: int, repeats: int = 3) -> Dict[str, float]:
 
     model = _model(n, m)
     update = tf.function(model.update_sites)
-    start = time.perf_counter()
-    update().numpy()
-    first = time.perf_counter() - start
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        update().numpy()
-        seconds.append(time.perf_counter() - start)
+    first, median = compiled_seconds(lambda: update().numpy(), repeats)
     return {
         "n": n,
         "m": m,
-        "seconds": float(np.median(seconds)),
+        "seconds": median,
         "first_call_seconds": first,
         "batch_size": model.batch_size or n,
     }

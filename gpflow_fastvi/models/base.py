@@ -305,10 +305,6 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
             q_sqrt=tf.stop_gradient(q_sqrt),
         )
 
-    def stepped_objective(self, num_updates: int) -> tf.Tensor:
-        """The objective of :meth:`stepped_sites`, assigning nothing."""
-        return self.stepped_sites(num_updates).objective
-
     def adopt(self, stepped: SteppedSites) -> None:
         """Make the site parameters and q(u) of :meth:`stepped_sites` the model's own."""
         for parameter, value in zip(self.site_parameters, stepped.site_parameters):
