@@ -17,6 +17,7 @@ from gpflow_fastvi.gaussian import (
     statistics_from_projection,
     sum_over_batches,
     unexplained_variance,
+    weighted_gram,
     whitened_projection,
 )
 from gpflow_fastvi.sites import jj_sites
@@ -125,8 +126,8 @@ def test_optimal_marginals_match_gpflow_conditional(rng):
     _, stats, L, iv = bound_of(kernel, Z, X, sites)
     factors = collapsed_factors(stats)
     q_mu, q_sqrt = optimal_q(factors, L, whiten=True)
-    A, Knn_diag = whitened_projection(kernel, iv, X, L)
-    Fmu, Fvar = optimal_marginals(A, Knn_diag, factors)
+    A, Ktilde_diag = whitened_projection(kernel, iv, X, L)
+    Fmu, Fvar = optimal_marginals(A, Ktilde_diag, factors)
     ref_mu, ref_var = gpflow.conditionals.conditional(
         X, iv, kernel, q_mu, q_sqrt=q_sqrt, white=True
     )
@@ -191,7 +192,28 @@ def test_rounding_cannot_make_the_unexplained_variance_negative():
     """Knn,ᵢᵢ − ‖aᵢ‖² ≥ 0 exactly; where rounding says otherwise the bound must not profit."""
     A = tf.constant([[1.0, 3.0], [0.0, 4.0]], dtype=tf.float64)  # ‖a‖² = 1 and 25
     Knn_diag = tf.constant([2.0, 24.0], dtype=tf.float64)  # the second is "explained" beyond 100 %
-    np.testing.assert_array_equal(unexplained_variance(A, Knn_diag), [1.0, 0.0])
+    Ktilde_diag = unexplained_variance(A, Knn_diag)
+    np.testing.assert_array_equal(Ktilde_diag, [1.0, 0.0])
     sites = Sites(*(tf.ones((2, 1), dtype=tf.float64) for _ in range(3)))
-    stats = statistics_from_projection(A, Knn_diag, sites)
+    stats = statistics_from_projection(A, Ktilde_diag, sites)
     np.testing.assert_allclose(stats.trace, 1.0)
+
+
+def test_weighted_gram_gradient_matches_the_plain_product():
+    """The one-product gradient of A W Aᵀ equals autodiff of (A W) Aᵀ, for A and for w."""
+    rng = np.random.default_rng(3)
+    A = tf.constant(rng.normal(size=(4, 9)))
+    w = tf.constant(rng.uniform(size=9))
+    upstream = tf.constant(rng.normal(size=(4, 4)))  # not symmetric: both halves must count
+
+    def gradients(gram):  # type: ignore[no-untyped-def]
+        with tf.GradientTape() as tape:
+            tape.watch([A, w])
+            value = tf.reduce_sum(upstream * gram(A, w))
+        return tape.gradient(value, [A, w])
+
+    ours = gradients(weighted_gram)
+    plain = gradients(lambda A, w: tf.linalg.matmul(A * w, A, transpose_b=True))
+    np.testing.assert_allclose(weighted_gram(A, w), tf.linalg.matmul(A * w, A, transpose_b=True))
+    for got, expected in zip(ours, plain):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)

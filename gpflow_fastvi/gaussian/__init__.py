@@ -32,6 +32,7 @@ from .statistics import (
     shift_sites,
     statistics_from_projection,
     unexplained_variance,
+    weighted_gram,
     whitened_projection,
 )
 
@@ -62,6 +63,7 @@ __all__ = [
     "statistics_from_projection",
     "sum_over_batches",
     "unexplained_variance",
+    "weighted_gram",
     "whitened_projection",
     "whitened_q",
 ]

@@ -65,22 +65,22 @@ def whitened_q(
 
 @check_shapes(
     "A: [M, N]",
-    "Knn_diag: [N]",
+    "Ktilde_diag: [N]",
     "m: [M, 1]",
     "R: [M, M]",
     "return[0]: [N, 1]",
     "return[1]: [N, 1]",
 )
 def marginals(
-    A: tf.Tensor, Knn_diag: tf.Tensor, m: tf.Tensor, R: tf.Tensor
+    A: tf.Tensor, Ktilde_diag: tf.Tensor, m: tf.Tensor, R: tf.Tensor
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """
     Mean and variance of gᵢ under q(v) = N(m, R Rᵀ) at the points whose projection is A = L⁻¹ Kmn:
 
-        E[gᵢ] = aᵢᵀ m,      Var[gᵢ] = Knn,ᵢᵢ − ‖aᵢ‖² + ‖Rᵀ aᵢ‖².
+        E[gᵢ] = aᵢᵀ m,      Var[gᵢ] = K̃ᵢᵢ + ‖Rᵀ aᵢ‖²,      K̃ᵢᵢ = Knn,ᵢᵢ − ‖aᵢ‖².
     """
     RtA = tf.linalg.matmul(R, A, transpose_a=True)  # Rᵀ A                                 [M, N]
-    return projected_marginals(A, Knn_diag, m, RtA)
+    return projected_marginals(A, Ktilde_diag, m, RtA)
 
 
 @check_shapes("m: [M, 1]", "R: [M, M]", "return: []")
@@ -114,7 +114,7 @@ LocalSites = Callable[[tf.Tensor, tf.Tensor], Sites]
 
 @check_shapes(
     "A: [M, N]",
-    "Knn_diag: [N]",
+    "Ktilde_diag: [N]",
     "prior_mean: [N, 1]",
     "m: [M, 1]",
     "R: [M, M]",
@@ -123,7 +123,7 @@ LocalSites = Callable[[tf.Tensor, tf.Tensor], Sites]
 )
 def sites_elbo(
     A: tf.Tensor,
-    Knn_diag: tf.Tensor,
+    Ktilde_diag: tf.Tensor,
     prior_mean: tf.Tensor,
     m: tf.Tensor,
     R: tf.Tensor,
@@ -139,7 +139,7 @@ def sites_elbo(
     Unbiased over random batches; at the full batch, the optimal q and optimal local parameters it
     is the collapsed bound.
     """
-    Gmu, Fvar = marginals(A, Knn_diag, m, R)
+    Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
     Fmu = Gmu + prior_mean
     expected = tf.reduce_sum(expected_sites(local_sites(Fmu, Fvar), Fmu, Fvar))
     return scale * expected - kl_to_prior(m, R)
@@ -199,7 +199,7 @@ def q_from_natural(
 
 @check_shapes(
     "A: [M, N]",
-    "Knn_diag: [N]",
+    "Ktilde_diag: [N]",
     "prior_mean: [N, 1]",
     "q_mu: [M, 1]",
     "q_sqrt: [1, M, M]",
@@ -211,7 +211,7 @@ def q_from_natural(
 )
 def natural_gradient_update(
     A: tf.Tensor,
-    Knn_diag: tf.Tensor,
+    Ktilde_diag: tf.Tensor,
     prior_mean: tf.Tensor,
     q_mu: tf.Tensor,
     q_sqrt: tf.Tensor,
@@ -228,7 +228,7 @@ def natural_gradient_update(
     ``(q_mu, q_sqrt)`` in the frame they are stored in.
     """
     m, R = whitened_q(q_mu, q_sqrt, L, whiten)
-    Gmu, Fvar = marginals(A, Knn_diag, m, R)
+    Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
     sites = shift_sites(local_sites(Gmu + prior_mean, Fvar), prior_mean)
-    target = site_target(statistics_from_projection(A, Knn_diag, sites), scale)
+    target = site_target(statistics_from_projection(A, Ktilde_diag, sites), scale)
     return q_from_natural(natural_step(natural_parameters(m, R), target, rho), L, whiten)

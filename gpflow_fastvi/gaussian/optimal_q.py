@@ -52,22 +52,22 @@ def optimal_q(factors: CollapsedFactors, L: tf.Tensor, whiten: bool) -> Tuple[tf
 
 @check_shapes(
     "A: [M, N]",
-    "Knn_diag: [N]",
+    "Ktilde_diag: [N]",
     "factors.LB: [M, M]",
     "factors.c: [M, 1]",
     "return[0]: [N, 1]",
     "return[1]: [N, 1]",
 )
 def optimal_marginals(
-    A: tf.Tensor, Knn_diag: tf.Tensor, factors: CollapsedFactors
+    A: tf.Tensor, Ktilde_diag: tf.Tensor, factors: CollapsedFactors
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """
     Mean and variance of gᵢ under the optimal q(u), at the points whose projection is A = L⁻¹ Kmn
     (:func:`~gpflow_fastvi.gaussian.statistics.projected_marginals` with S = LB⁻¹):
 
-        E[gᵢ] = aᵢᵀ LB⁻ᵀ c,      Var[gᵢ] = Knn,ᵢᵢ − ‖aᵢ‖² + ‖LB⁻¹ aᵢ‖².
+        E[gᵢ] = aᵢᵀ LB⁻ᵀ c,      Var[gᵢ] = K̃ᵢᵢ + ‖LB⁻¹ aᵢ‖²,      K̃ᵢᵢ = Knn,ᵢᵢ − ‖aᵢ‖².
     """
     LB, c = factors
     mean_v = tf.linalg.triangular_solve(LB, c, lower=True, adjoint=True)  # LB⁻ᵀ c
     LB_inv_A = tf.linalg.triangular_solve(LB, A, lower=True)  # LB⁻¹ A        [M, N]
-    return projected_marginals(A, Knn_diag, mean_v, LB_inv_A)
+    return projected_marginals(A, Ktilde_diag, mean_v, LB_inv_A)

@@ -42,17 +42,20 @@ def whitened_projection(
     X: tf.Tensor,
     L: tf.Tensor,
 ) -> Tuple[tf.Tensor, tf.Tensor]:
-    """A = L⁻¹ Kmn and the prior variances Knn,ᵢᵢ of the points ``X``."""
+    """
+    A = L⁻¹ Kmn and diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ of the points ``X``: everything the shared algebra
+    needs from the kernel at the data. K̃'s diagonal is formed here once, so that the site steps
+    and the objective of one evaluation do not each recompute ‖aᵢ‖² over the whole of A.
+    """
     Kmn = gpflow.covariances.Kuf(inducing_variable, kernel, X)  # [M, N]
     A = tf.linalg.triangular_solve(L, Kmn, lower=True)  # A = L⁻¹ Kmn
-    Knn_diag = kernel(X, full_cov=False)  # [N]
-    return A, Knn_diag
+    return A, unexplained_variance(A, kernel(X, full_cov=False))
 
 
 @check_shapes("A: [M, N]", "Knn_diag: [N]", "return: [N]")
 def unexplained_variance(A: tf.Tensor, Knn_diag: tf.Tensor) -> tf.Tensor:
     """
-    Knn,ᵢᵢ − Qnn,ᵢᵢ with Qnn,ᵢᵢ = ‖aᵢ‖²: the prior variance of fᵢ that u does not explain.
+    diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ with Qnn,ᵢᵢ = ‖aᵢ‖²: the prior variance of fᵢ that u does not explain.
 
     It is ≥ 0 exactly. A negative value is rounding error (a kernel evaluated at a lengthscale
     near 0 is the usual cause), and is set to 0: left in, an optimiser would climb it to an
@@ -63,26 +66,26 @@ def unexplained_variance(A: tf.Tensor, Knn_diag: tf.Tensor) -> tf.Tensor:
 
 @check_shapes(
     "A: [M, N]",
-    "Knn_diag: [N]",
+    "Ktilde_diag: [N]",
     "mean: [M, 1]",
     "root_A: [M, N]",
     "return[0]: [N, 1]",
     "return[1]: [N, 1]",
 )
 def projected_marginals(
-    A: tf.Tensor, Knn_diag: tf.Tensor, mean: tf.Tensor, root_A: tf.Tensor
+    A: tf.Tensor, Ktilde_diag: tf.Tensor, mean: tf.Tensor, root_A: tf.Tensor
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """
     Mean and variance of gᵢ = aᵢᵀ v + (the part of gᵢ that u does not explain), for
-    q(v) = N(mean, SᵀS), given the projection A = L⁻¹ Kmn and ``root_A`` = S A:
+    q(v) = N(mean, SᵀS), given the projection A = L⁻¹ Kmn, diag K̃ and ``root_A`` = S A:
 
-        E[gᵢ] = aᵢᵀ mean,      Var[gᵢ] = Knn,ᵢᵢ − ‖aᵢ‖² + ‖S aᵢ‖².
+        E[gᵢ] = aᵢᵀ mean,      Var[gᵢ] = K̃ᵢᵢ + ‖S aᵢ‖²,      K̃ᵢᵢ = Knn,ᵢᵢ − ‖aᵢ‖².
 
     The one formula for marginals; callers differ only in the square root S they have at hand
     (Rᵀ for a stored q(v) = N(m, R Rᵀ), LB⁻¹ for the optimal q(v) with precision LB LBᵀ).
     """
     Gmu = tf.linalg.matmul(A, mean, transpose_a=True)  # Aᵀ mean                            [N, 1]
-    Gvar = unexplained_variance(A, Knn_diag) + tf.reduce_sum(tf.square(root_A), axis=0)
+    Gvar = Ktilde_diag + tf.reduce_sum(tf.square(root_A), axis=0)
     return Gmu, Gvar[:, None]
 
 
@@ -104,9 +107,32 @@ def shift_sites(sites: Sites, prior_mean: tf.Tensor) -> Sites:
     return Sites(a=a, b=b, w=sites.w)
 
 
+@check_shapes("A: [M, N]", "w: [N]", "return: [M, M]")
+def weighted_gram(A: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
+    """
+    A W Aᵀ = Σᵢ wᵢ aᵢ aᵢᵀ, with a gradient that costs one product of A's size instead of two.
+
+    Differentiated as a plain product (A W)·Aᵀ, A enters twice and each factor gets its own
+    n·m² product. For the symmetrised upstream gradient S = (P̄ + P̄ᵀ)/2 of P = A W Aᵀ both
+    gradients come from the one product S A:
+
+        Ā = 2 (S A) W,        w̄ᵢ = aᵢᵀ S aᵢ = Σₖ Aₖᵢ (S A)ₖᵢ.
+    """
+
+    @tf.custom_gradient
+    def gram(A: tf.Tensor, w: tf.Tensor):  # type: ignore[no-untyped-def]
+        def gradient(P_bar: tf.Tensor):  # type: ignore[no-untyped-def]
+            SA = tf.linalg.matmul(0.5 * (P_bar + tf.transpose(P_bar)), A)  # S A           [M, N]
+            return 2.0 * SA * w, tf.reduce_sum(A * SA, axis=0)
+
+        return tf.linalg.matmul(A * w, A, transpose_b=True), gradient
+
+    return gram(A, w)
+
+
 @check_shapes(
     "A: [M, N]",
-    "Knn_diag: [N]",
+    "Ktilde_diag: [N]",
     "sites.a: [N, 1]",
     "sites.b: [N, 1]",
     "sites.w: [N, 1]",
@@ -115,10 +141,12 @@ def shift_sites(sites: Sites, prior_mean: tf.Tensor) -> Sites:
     "return.sum_a: []",
     "return.trace: []",
 )
-def statistics_from_projection(A: tf.Tensor, Knn_diag: tf.Tensor, sites: Sites) -> SiteStatistics:
-    """The site statistics of one batch, given its projection A = L⁻¹ Kmn."""
+def statistics_from_projection(
+    A: tf.Tensor, Ktilde_diag: tf.Tensor, sites: Sites
+) -> SiteStatistics:
+    """The site statistics of one batch, given its projection A = L⁻¹ Kmn and diag K̃."""
     w = sites.w[:, 0]  # [N]
-    AWAt = tf.linalg.matmul(A * w, A, transpose_b=True)  # A W Aᵀ                  [M, M]
+    AWAt = weighted_gram(A, w)  # A W Aᵀ                                             [M, M]
     Ab = tf.linalg.matmul(A, sites.b)  # A b                                         [M, 1]
-    trace = tf.reduce_sum(w * unexplained_variance(A, Knn_diag))  # Σ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ)
+    trace = tf.reduce_sum(w * Ktilde_diag)  # Σ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ)
     return SiteStatistics(AWAt=AWAt, Ab=Ab, sum_a=tf.reduce_sum(sites.a), trace=trace)

@@ -49,7 +49,7 @@ from ..validation import (
 from .protocol import SiteModel
 
 Projection = Tuple[tf.Tensor, tf.Tensor]
-"""A = L⁻¹ Kmn [M, N] and Knn,ᵢᵢ [N] of a set of points."""
+"""A = L⁻¹ Kmn [M, N] and diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ [N] of a set of points."""
 
 PERSISTENT_ROUTE = Route(
     "persistent",
@@ -179,7 +179,7 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
         """
         The site statistics of all the data (in batches of :attr:`batch_size`).
 
-        :param projection: A and Knn,ᵢᵢ of all the data when the caller has them already; only
+        :param projection: A and diag K̃ of all the data when the caller has them already; only
             without batches (where it saves the projection, the dearest part of a pass).
         """
         X, Y = self.data
@@ -188,9 +188,9 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
 
         def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
             *params, L = rest
-            A, Knn_diag = projection if projection is not None else self.projection(X, L)
+            A, Ktilde_diag = projection if projection is not None else self.projection(X, L)
             sites = self._sites_on_g(X, Y, params, self.mean_function(X))
-            return statistics_from_projection(A, Knn_diag, sites)
+            return statistics_from_projection(A, Ktilde_diag, sites)
 
         return sum_over_batches(batch_statistics, (X, Y, *site_parameters), self.batch_size, (L,))
 
@@ -220,8 +220,8 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
 
         def batch_expectation(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> tf.Tensor:
             *params, L, m, R = rest
-            A, Knn_diag = self.projection(X, L)
-            Gmu, Fvar = marginals(A, Knn_diag, m, R)
+            A, Ktilde_diag = self.projection(X, L)
+            Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
             Fmu = Gmu + self.mean_function(X)
             return tf.reduce_sum(expected_sites(self.site_rule(X, Y, *params), Fmu, Fvar))
 
@@ -320,8 +320,8 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
 
         def updated(factors: CollapsedFactors) -> Tuple[tf.Tensor, ...]:
             def batch_update(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, ...]:
-                A, Knn_diag = projection if projection is not None else self.projection(X, L)
-                Gmu, Fvar = optimal_marginals(A, Knn_diag, factors)
+                A, Ktilde_diag = projection if projection is not None else self.projection(X, L)
+                Gmu, Fvar = optimal_marginals(A, Ktilde_diag, factors)
                 return self.site_update(X, Y, Gmu + self.mean_function(X), Fvar)
 
             return tuple(map_over_batches(batch_update, (X, Y), self.batch_size))

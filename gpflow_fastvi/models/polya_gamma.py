@@ -116,8 +116,8 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
         """
         X, Y = data
         L = self.Kmm_cholesky()
-        A, Knn_diag = self.projection(X, L)
-        return self.batch_sites_elbo(X, Y, L, A, Knn_diag, self.q_mu, self.q_sqrt)
+        A, Ktilde_diag = self.projection(X, L)
+        return self.batch_sites_elbo(X, Y, L, A, Ktilde_diag, self.q_mu, self.q_sqrt)
 
     # ----------------------------------------------------------------------------------------------
     # The rest of the protocol.

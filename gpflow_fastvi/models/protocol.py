@@ -92,7 +92,7 @@ class SiteModel(abc.ABC):
         return kmm_cholesky(self.kernel, self.inducing_variable)  # type: ignore[attr-defined]
 
     def projection(self, X: tf.Tensor, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        """A = L⁻¹ Kmn and the prior variances Knn,ᵢᵢ of the points X (:func:`whitened_projection`)."""
+        """A = L⁻¹ Kmn and diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ of the points X (:func:`whitened_projection`)."""
         return whitened_projection(self.kernel, self.inducing_variable, X, L)  # type: ignore[attr-defined]
 
     def data_scale(self, X: tf.Tensor) -> tf.Tensor:
@@ -109,7 +109,7 @@ class SiteModel(abc.ABC):
         Y: tf.Tensor,
         L: tf.Tensor,
         A: tf.Tensor,
-        Knn_diag: tf.Tensor,
+        Ktilde_diag: tf.Tensor,
         q_mu: tf.Tensor,
         q_sqrt: tf.Tensor,
     ) -> tf.Tensor:
@@ -121,7 +121,7 @@ class SiteModel(abc.ABC):
         m, R = whitened_q(q_mu, q_sqrt, L, self.whiten)  # type: ignore[attr-defined]
         return sites_elbo(
             A,
-            Knn_diag,
+            Ktilde_diag,
             self.mean_function(X),  # type: ignore[attr-defined]
             m,
             R,
@@ -145,11 +145,11 @@ class SiteModel(abc.ABC):
         """
         X, Y = data
         L = self.Kmm_cholesky()
-        A, Knn_diag = self.projection(X, L)
+        A, Ktilde_diag = self.projection(X, L)
         prior_mean = self.mean_function(X)  # type: ignore[attr-defined]
         q_mu, q_sqrt = natural_gradient_update(
             tf.stop_gradient(A),
-            tf.stop_gradient(Knn_diag),
+            tf.stop_gradient(Ktilde_diag),
             tf.stop_gradient(prior_mean),
             tf.convert_to_tensor(self.q_mu),  # type: ignore[attr-defined]
             tf.convert_to_tensor(self.q_sqrt),  # type: ignore[attr-defined]
@@ -161,4 +161,4 @@ class SiteModel(abc.ABC):
         )
         self.q_mu.assign(q_mu)  # type: ignore[attr-defined]
         self.q_sqrt.assign(q_sqrt)  # type: ignore[attr-defined]
-        return self.batch_sites_elbo(X, Y, L, A, Knn_diag, q_mu, q_sqrt)
+        return self.batch_sites_elbo(X, Y, L, A, Ktilde_diag, q_mu, q_sqrt)
