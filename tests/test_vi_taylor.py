@@ -76,6 +76,28 @@ def test_non_finite_derivatives_raise_naming_the_likelihood():
         )
 
 
+def test_logit_sites_are_finite_and_exact_where_gpflows_bernoulli_underflows():
+    """
+    VITaylor expands log σ(y f) itself for the logit link, so that a posterior mean beyond
+    f ≈ 36 (well-separated data) cannot stop training: g = y σ(−y ξ), h = −σ(ξ) σ(−ξ).
+    """
+    X = np.array([[0.0], [1.0], [2.0]])
+    Y = np.array([[0.0], [1.0], [0.0]])
+    model = fv.VITaylor((X, Y), gpflow.kernels.SquaredExponential(), X.copy())
+    xi = tf.constant([[40.0], [-60.0], [-3.0]], dtype=tf.float64)
+    sites = model.site_rule(*model.data, xi)
+    y, x = np.array([[-1.0], [1.0], [-1.0]]), xi.numpy()
+    sigmoid = lambda t: 1.0 / (1.0 + np.exp(-t))  # noqa: E731
+    w = sigmoid(x) * sigmoid(-x)
+    g = y * sigmoid(-y * x)
+    # (σ(40) σ(−40) ≈ 4·10⁻¹⁸ may come out as 0: an absolute error far below anything that counts)
+    np.testing.assert_allclose(sites.w, w, rtol=1e-10, atol=1e-15)
+    np.testing.assert_allclose(sites.b, g + w * x, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(
+        sites.a, -np.logaddexp(0.0, -y * x) - g * x - 0.5 * w * x**2, rtol=1e-10, atol=1e-13
+    )
+
+
 @pytest.mark.parametrize("with_mean", [False, True])
 def test_gaussian_likelihood_gives_sgpr_exactly(rng, with_mean):
     X = rng.uniform(-3.0, 3.0, size=(80, 1))

@@ -1,6 +1,6 @@
 """VITaylor: sparse variational GP with Taylor sites, for any log-concave GPflow likelihood (paper 000, vi-Taylor)."""
 
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import gpflow
 import tensorflow as tf
@@ -9,7 +9,7 @@ from gpflow.base import Parameter, RegressionData
 from ..inducing import InducingSpec
 from ..sites.taylor import taylor_sites
 from ..types import Route, Sites
-from ..validation import check_scalar_likelihood
+from ..validation import check_scalar_likelihood, signed_labels
 from .base import PERSISTENT_ROUTE, GaussianSitesModel
 
 
@@ -103,9 +103,18 @@ class VITaylor(GaussianSitesModel):
         return (self.xi,)
 
     def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:  # type: ignore[override]
-        return taylor_sites(
-            lambda F: self.likelihood.log_prob(X, F, Y), xi, name=type(self.likelihood).__name__
-        )
+        return taylor_sites(self._log_density(X, Y), xi, name=type(self.likelihood).__name__)
+
+    def _log_density(self, X: tf.Tensor, Y: tf.Tensor) -> Callable[[tf.Tensor], tf.Tensor]:
+        """
+        F ↦ log p(yᵢ | fᵢ) [N]. For the logit Bernoulli it is log σ(yᵢ fᵢ) with yᵢ = ±1, finite
+        with finite derivatives at every f: GPflow's Bernoulli takes log(1 − σ(f)), which rounds to
+        log 0 once a posterior mean passes f ≈ 36, as it does on well-separated data.
+        """
+        if self._logit_bernoulli:
+            signed = signed_labels(Y)
+            return lambda F: tf.math.log_sigmoid(signed * F)[:, 0]
+        return lambda F: self.likelihood.log_prob(X, F, Y)
 
     def site_update(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor

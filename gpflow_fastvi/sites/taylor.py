@@ -19,9 +19,10 @@ Curvature safeguard: the collapsed algebra needs w ≥ 0, i.e. a log-concave lik
 h > 0 (a density that is not log-concave there, such as Student-t far in its tails, or GPflow's
 probit link 10⁻³ + (1 − 2·10⁻³) Φ(f), whose offset bends log p upwards for y f ≲ −2.44), w is set
 to 0:
-the site keeps the slope g but no curvature. Non-finite values of log p, g or h (for example
-log(1 − σ(f)) rounding to log 0 for f > 36 with ``Bernoulli(invlink=tf.sigmoid)``) raise
-``tf.errors.InvalidArgumentError`` naming the likelihood.
+the site keeps the slope g but no curvature. Non-finite values of log p, g or h (a log-density
+computed as log(1 − p) with p rounding to 1 far from the data, for example) raise
+``tf.errors.InvalidArgumentError`` naming the likelihood; :class:`~gpflow_fastvi.VITaylor` passes
+the logit Bernoulli in the stable form log σ(y f), which is finite everywhere.
 """
 
 from typing import Callable, Tuple
@@ -69,7 +70,7 @@ def taylor_sites(log_density: LogDensity, xi: tf.Tensor, *, name: str = "likelih
         tf.concat([log_p, g, h], axis=1),
         f"The log-density of {name} or its first two derivatives is not finite at some expansion "
         "point ξ (the current posterior mean of f). The likelihood underflows there (for example "
-        "log(1 - sigmoid(f)) rounds to log 0 for f > 36); check the data or the kernel variance.",
+        "log(1 - p) with p rounding to 1); check the data or the kernel variance.",
     )
     log_p, g, h = tf.unstack(coefficients[:, :, None], axis=1)
     w = tf.maximum(-h, 0.0)  # the curvature safeguard: w ≥ 0
