@@ -219,8 +219,9 @@ def test_new_method_runs_and_traces_from_time_zero(method: str, rng: np.random.G
         batch_size=10,
     )
     assert list(result.traces) == [method] and result.settings["methods"] == [method]
-    if method == PG_NAME:
-        assert result.settings["pg_steps_per_iteration"] == 2  # 100 points / (4 x 10 per step)
+    if method == PG_NAME:  # its own default batch: all 100 points, evaluated once per pass
+        assert result.settings["pg_batch_size"] == 100
+        assert result.settings["pg_steps_per_iteration"] == 1
     rows = result.traces[method]
     assert len(rows) >= 2  # the start, and at least one evaluation after training
     times = [r["time"] for r in rows]

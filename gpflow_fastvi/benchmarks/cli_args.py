@@ -193,8 +193,8 @@ def add_compare_command(commands: Any) -> None:
         type=positive(int),
         default=BATCH_SIZE,
         help=(
-            "mini-batch size of SVGP + Adam, SVGP + NatGrad + Adam and PolyaGammaSVGP "
-            f"(default: {BATCH_SIZE})"
+            "mini-batch size of SVGP + Adam and SVGP + NatGrad + Adam; PolyaGammaSVGP runs with "
+            f"its own default (default: {BATCH_SIZE})"
         ),
     )
     compare.add_argument(
@@ -371,7 +371,10 @@ def add_bench_commands(commands: Any) -> None:
         metavar="B",
         type=positive(int),
         default=BATCH_SIZE,
-        help=f"mini-batch size of the stochastic methods (default: {BATCH_SIZE})",
+        help=(
+            "mini-batch size of the SVGP mini-batch baselines; PolyaGammaSVGP runs with its own "
+            f"default (default: {BATCH_SIZE})"
+        ),
     )
     bench.add_argument("--out", metavar="DIR", default=BENCH_OUT, help=f"(default: {BENCH_OUT})")
     bench.add_argument("--progress", action="store_true", help="show a progress bar per method")

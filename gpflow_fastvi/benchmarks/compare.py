@@ -34,7 +34,7 @@ from .choices import (
     adam_learning_rate,
     adam_method,
 )
-from .methods import method_runners, pg_steps_per_iteration, warm_up
+from .methods import method_runners, pg_batch_size, pg_steps_per_iteration, warm_up
 from .result import ComparisonResult, LearningCurve
 
 
@@ -120,7 +120,8 @@ def run_comparison(
     :param time_budget: training seconds per method (graph compilation included, evaluation not).
     :param adam_lr: Adam's learning rate: SVGP + Adam, and the hyperparameter steps of
         SVGP + NatGrad + Adam and PolyaGammaSVGP.
-    :param batch_size: mini-batch size of SVGP + Adam, SVGP + NatGrad + Adam and PolyaGammaSVGP.
+    :param batch_size: mini-batch size of SVGP + Adam and SVGP + NatGrad + Adam (PolyaGammaSVGP
+        runs with its own default).
     :param seed: seeds k-means, TensorFlow and the mini-batch order.
     :param progress: show a progress bar per method.
     :param on_method_done: called as ``on_method_done(method, curve)`` as soon as each method has
@@ -174,7 +175,10 @@ def run_comparison(
         "seed": seed,
         **({"natgrad_gamma": NATGRAD_GAMMA} if NATGRAD_NAME in methods else {}),
         **(
-            {"pg_steps_per_iteration": pg_steps_per_iteration(N, min(batch_size, N))}
+            {
+                "pg_batch_size": pg_batch_size(N),
+                "pg_steps_per_iteration": pg_steps_per_iteration(N, pg_batch_size(N)),
+            }
             if PG_NAME in methods
             else {}
         ),

@@ -29,6 +29,28 @@ from .plans import TrainingPlan
 StepSize = Union[float, Callable[[tf.Tensor], tf.Tensor]]
 """A constant ρ ∈ (0, 1], or a schedule t ↦ ρₜ of the step count t = 0, 1, 2, …"""
 
+DEFAULT_BATCH_SIZE = 1000
+"""
+:func:`svi_plan`'s mini-batch size for arrays when none is given (all the points when there are
+fewer). On two CPU cores at m = 100 a PolyaGammaSVGP step on 1000 points costs 5.3 ms against 2.8 ms
+on 100: ten times the points for twice the time, with less noisy targets for q(u) and gradients for θ.
+"""
+
+AVERAGED_POINTS = 3000
+"""
+:func:`svi_plan`'s step size for mini-batches of s points is the constant ρ = min(1, s / this): q(u)
+then averages the batches' targets over about this many points, whatever the batch size, and keeps
+up with the hyperparameters that Adam moves at every step (a Robbins–Monro ρₜ → 0 lets it lag
+them). Measured with batches of 1000 (30 s): on ijcnn1 ρ = 0.3 reached the benchmark target in
+15.8 s, ρ = 0.1 in 24.4 s, and Robbins–Monro (τ = 1, κ = 0.6) not at all; on a9a all three within
+3.1–3.6 s.
+"""
+
+
+def mini_batch_step_size(batch_size: int) -> float:
+    """The default constant ρ for mini-batches of ``batch_size`` points (:data:`AVERAGED_POINTS`)."""
+    return min(1.0, batch_size / AVERAGED_POINTS)
+
 
 class RobbinsMonro:
     r"""
@@ -159,8 +181,9 @@ def _batches_from_arrays(
         )
     if num_data is None and not full_batch:
         raise ValueError(
-            f"Mini-batches need model.num_data to scale the ELBO: construct the model with "
-            f"num_data={N}."
+            f"Mini-batches of {int(batch_size)} (fit's default for more than "
+            f"{DEFAULT_BATCH_SIZE} points) need model.num_data to scale the ELBO: construct the "
+            f"model with num_data={N}, or pass batch_size={N} for full-batch steps."
         )
     if full_batch:
         tensors = (tf.constant(X), tf.constant(Y))
@@ -226,9 +249,13 @@ def svi_plan(
 
     :param data: ``(X, Y)`` arrays, or a ``tf.data.Dataset`` of ``(X, Y)`` pairs, single points
         (then give ``batch_size``) or batches; it is repeated as needed.
-    :param batch_size: mini-batch size for arrays; ``None`` (or ≥ N) uses every point in every step.
+    :param batch_size: mini-batch size for arrays, default ``DEFAULT_BATCH_SIZE`` (1000); a size
+        ≥ N uses every point in every step. For a ``tf.data.Dataset`` of single points, the size of
+        its batches; leave it out for a dataset that is already batched.
     :param step_size: ρ for q(u); default ρ = 1 with the full batch (exact coordinate ascent) and
-        :class:`RobbinsMonro` for mini-batches.
+        the constant ``mini_batch_step_size(batch_size)`` for mini-batches; for an
+        already batched ``tf.data.Dataset``, whose batch size is not known here,
+        :class:`RobbinsMonro`.
     :param learning_rate: Adam's learning rate for the hyperparameters.
     :param seed: seeds the shuffling of arrays.
 
@@ -242,10 +269,14 @@ def svi_plan(
         batches, per_epoch = _batches_from_dataset(model, data, batch_size)
         full_batch = False
     else:
+        if batch_size is None:
+            batch_size = DEFAULT_BATCH_SIZE
         batches, N, full_batch = _batches_from_arrays(model, data, batch_size, seed)
         per_epoch = 1 if full_batch else N // int(batch_size)
     if step_size is None and full_batch:
         step_size = 1.0
+    elif step_size is None and batch_size is not None:
+        step_size = mini_batch_step_size(int(batch_size))
     steps = positive_int(steps_per_iteration, "steps_per_iteration", optional=True)
     steps = steps or per_epoch or 100
     svi = NaturalGradientSVI(model, step_size=step_size, learning_rate=learning_rate)
@@ -259,4 +290,12 @@ def svi_plan(
     return TrainingPlan.from_step(step, max_iter=100, tol=0.0)
 
 
-__all__ = ["NaturalGradientSVI", "RobbinsMonro", "StepSize", "svi_plan"]
+__all__ = [
+    "AVERAGED_POINTS",
+    "DEFAULT_BATCH_SIZE",
+    "NaturalGradientSVI",
+    "RobbinsMonro",
+    "StepSize",
+    "mini_batch_step_size",
+    "svi_plan",
+]
