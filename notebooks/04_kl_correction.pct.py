@@ -81,7 +81,9 @@ def nll(model, X_test=X_test, Y_test=Y_test):
 runs = {}
 for bound in ("kl_corrected", "standard"):
     model = fv.KLCorrected((X, Y), make_kernel(X.shape[1]), bound=bound)
-    trace = fv.fit(model, max_iter=MAX_ITER, tol=TOL, time_budget=TIME_BUDGET, maxfun=MAXFUN)
+    trace = fv.fit(
+        model, method="em", max_iter=MAX_ITER, tol=TOL, time_budget=TIME_BUDGET, maxfun=MAXFUN
+    )
     runs[bound] = (model, trace)
 
 print(
@@ -230,7 +232,7 @@ sparse = fv.KLCorrected(
 )
 start = time.perf_counter()
 sparse_trace = fv.fit(
-    sparse, max_iter=2 if QUICK else 200, tol=TOL, time_budget=None if QUICK else 15.0
+    sparse, method="em", max_iter=2 if QUICK else 200, tol=TOL, time_budget=None if QUICK else 15.0
 )
 print(
     f"sparse KLCorrected, N = {len(X_big)}, M = 50: {len(sparse_trace.rows)} EM iterations "

@@ -146,7 +146,7 @@ def test_kl_corrected_bound_is_above_standard_and_equal_after_q_update(small_dat
 def test_bounds_and_yardstick_are_below_log_marginal_likelihood(rng, bound):
     X, Y = make_binary_data(rng, N=4)
     model = KLCorrected((X, Y), _kernel(), bound=bound, beta=2.0)
-    fit(model, max_iter=15)
+    fit(model, method="em", max_iter=15)
     beta = model.beta.numpy()
     K = model.kernel(X).numpy() + (1e-6 + 1.0 / beta) * np.eye(4)  # f = f̄ + ε
     log_lik = lambda F: sum(_gpflow_probit(Y[i, 0])(F[:, i]) for i in range(4))  # noqa: E731
@@ -221,7 +221,7 @@ def test_predictions_include_the_noise_of_f_around_f_bar(small_data):
 @pytest.mark.parametrize("bound", ["kl_corrected", "standard"])
 def test_fit_runs_em_with_one_trace_row_per_iteration_and_never_lowers_the_bound(small_data, bound):
     model = KLCorrected(small_data, _kernel(), bound=bound)
-    trace = fit(model, max_iter=25, tol=0.0)
+    trace = fit(model, method="em", max_iter=25, tol=0.0)
     assert trace.method == "em"
     assert len(trace.rows) == 25 and trace.column("iteration")[-1] == 25
     objective = trace.column("objective")
@@ -259,7 +259,7 @@ def test_bad_arguments_raise_clear_errors(small_data):
     with pytest.raises(InvalidDataError, match="binary labels"):
         KLCorrected((X, Y + 1.0), _kernel())
     model = KLCorrected(small_data, _kernel())
-    with pytest.raises(ValueError, match=r"method must be one of \['em'\]"):
+    with pytest.raises(ValueError, match=r"method must be one of \['em', 'persistent'\]"):
         fit(model, method="analytic")
     with pytest.raises(ValueError, match="holds its training data"):
         fit(model, small_data)
@@ -287,3 +287,23 @@ def test_beta_is_fixed_unless_asked_for(small_data):
     trace = fit(trained, max_iter=5)
     assert trained.beta.numpy() != pytest.approx(2.0)
     assert trace.rows[-1]["objective"] > before
+
+
+def test_default_persistent_route_adopts_e_steps_with_their_optimal_q(small_data):
+    """
+    The default route ends with q(f̄) optimal for the adopted q(fₙ), where the standard bound at
+    the stored q(f̄) equals the KL-corrected bound; it climbs at least as high as EM's first
+    iterations; and it refuses the standard bound, naming the route that takes it.
+    """
+    model = KLCorrected(small_data, _kernel(), inducing_variable=6)
+    start = float(model.kl_corrected_bound())
+    trace = fit(model, max_iter=30)
+    assert trace.method == "persistent"
+    final = trace.rows[-1]["objective"]
+    np.testing.assert_allclose(model.kl_corrected_bound(), final, rtol=1e-10)
+    np.testing.assert_allclose(model.standard_bound(), final, rtol=1e-10)
+    em = KLCorrected(small_data, _kernel(), inducing_variable=6)
+    em_final = fit(em, method="em", max_iter=3).rows[-1]["objective"]
+    assert start < em_final <= final + 1e-8 * abs(final)
+    with pytest.raises(ValueError, match='method="em"'):
+        fit(KLCorrected(small_data, _kernel(), bound="standard"), max_iter=1)

@@ -90,7 +90,9 @@ def run_bound(
     X, Y, X_test, Y_test = data
     model = KLCorrected((X, Y), make_kernel(X.shape[1]), bound=bound)
     start = time.perf_counter()
-    trace = fit(model, tol=tol, max_iter=max_iter, maxfun=maxfun, time_budget=time_budget)
+    trace = fit(
+        model, method="em", tol=tol, max_iter=max_iter, maxfun=maxfun, time_budget=time_budget
+    )
     seconds = time.perf_counter() - start
     p, _ = model.predict_y(X_test)
     error = float(np.mean((p.numpy() > 0.5) != (Y_test > 0.5)))

@@ -273,7 +273,7 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
         passes of the call. It is :meth:`adopt` of :meth:`stepped_sites`.
         """
         self._refuse_data(data, "update_sites")
-        stepped = self.stepped_sites(num_updates)
+        stepped = self._step_sites(num_updates)
         self.adopt(stepped)
         return stepped.objective
 
@@ -290,6 +290,11 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
         envelope theorem, as the steps approach the sites' optimum; for Taylor sites it is the
         gradient at fixed expansion points, as in vi-Taylor's own L-BFGS-B stage.
         """
+        return self._step_sites(num_updates)
+
+    def _step_sites(self, num_updates: int) -> SteppedSites:
+        """:meth:`stepped_sites`, also behind :meth:`update_sites` (which a subclass may allow
+        where it refuses the persistent route)."""
         X, _ = self.data
         L = self.Kmm_cholesky()
         projection = self.projection(X, L) if self.batch_size is None else None

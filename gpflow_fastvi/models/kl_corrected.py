@@ -11,9 +11,9 @@ from gpflow.utilities import positive
 
 from ..inducing import InducingSpec
 from ..sites.ppa import local_terms, ppa_sites, tilted_evidence, tilted_moments
-from ..types import Route, Sites
+from ..types import Route, Sites, SteppedSites
 from ..validation import check_scalar_likelihood
-from .base import GaussianSitesModel
+from .base import PERSISTENT_ROUTE, GaussianSitesModel
 
 BOUNDS = ("kl_corrected", "standard")
 
@@ -52,10 +52,16 @@ class KLCorrected(GaussianSitesModel):
     pseudo-targets, the objective of :class:`gpflow.models.SGPR`; the standard bound is the SVGP
     ELBO of the same pseudo-data. The full form *is* the sparse form with Z = X: one code path.
 
-    **Use.** :func:`gpflow_fastvi.fit` runs the paper's Algorithm 1 (``method="em"``: E-step;
-    L-BFGS-B on the trainable hyperparameters for at most ``maxfun`` evaluations, default 10; until
-    the bound stops changing), one row of the trace per EM iteration, each recorded after the
-    E-step, where the two bounds coincide, so that the two choices can be compared row for row.
+    **Use.** :func:`gpflow_fastvi.fit` runs, by default, one persistent L-BFGS-B run over the
+    hyperparameters on the KL-corrected bound, each evaluation taking two closed-form E-steps from
+    the q(fₙ) of the last accepted iterate (``method="persistent"``,
+    :mod:`gpflow_fastvi.training.persistent`, as for :class:`~gpflow_fastvi.VIJJ`): the E-step
+    makes the bound's maximum over q(fₙ) and q(f̄) its value, so with q(fₙ) held fixed its gradient
+    is that of the maximised bound. ``method="em"`` is the paper's Algorithm 1 (E-step; L-BFGS-B
+    on the trainable hyperparameters for at most ``maxfun`` evaluations, default 10; until the
+    bound stops changing), one row of the trace per EM iteration, each recorded after the E-step,
+    where the two bounds coincide, so that the two choices can be compared row for row; it is the
+    route for ``bound="standard"``, which the persistent route refuses.
     :meth:`training_loss` is −(chosen bound), so GPflow's Scipy optimiser runs one full M-step.
     :meth:`predict_f` is the predictive of f = f̄ + ε (variance β⁻¹ added), which is what the
     likelihood sees, so :meth:`predict_y` and :meth:`predict_log_density` are the model's
@@ -79,8 +85,9 @@ class KLCorrected(GaussianSitesModel):
             },
             description="King & Lawrence's Algorithm 1: E-step, then L-BFGS-B on θ",
         ),
+        "persistent": PERSISTENT_ROUTE,
     }
-    default_route = "em"
+    default_route = "persistent"
     objective_is_bound = True
 
     num_gauss_hermite_points: int = 20
@@ -229,6 +236,19 @@ class KLCorrected(GaussianSitesModel):
         if self.bound == "standard":
             return self.standard_bound()
         return self.kl_corrected_bound()
+
+    def stepped_sites(self, num_updates: int) -> SteppedSites:
+        """
+        :meth:`GaussianSitesModel.stepped_sites <gpflow_fastvi.models.base.GaussianSitesModel.stepped_sites>`:
+        E-steps and the KL-corrected bound after them. Refused for ``bound="standard"``, whose
+        M-step holds q(f̄) fixed and has no such collapsed form.
+        """
+        if self.bound == "standard":
+            raise ValueError(
+                'KLCorrected(bound="standard") holds q(f̄) fixed in its M-step; the persistent '
+                'route maximises the KL-corrected bound. Train it with fit(model, method="em").'
+            )
+        return super().stepped_sites(num_updates)
 
     def training_loss(self) -> tf.Tensor:
         """
