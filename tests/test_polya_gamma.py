@@ -8,6 +8,7 @@ import tensorflow as tf
 import gpflow_fastvi as fv
 from gpflow_fastvi.sites import jj_sites, pg_kl, pg_mean, pg_optimal_c, pg_sites
 
+from .conftest import make_binary_data
 from .reference import log_marginal_likelihood_by_quadrature
 
 LOGIT = dict(invlink=tf.sigmoid)
@@ -233,3 +234,16 @@ def test_labels_minus_one_plus_one_give_the_same_step(binary_data):
     fv.NaturalGradientSVI(b, step_size=1.0).step((X, 2.0 * Y - 1.0))
     np.testing.assert_allclose(a.q_mu, b.q_mu, rtol=1e-12)
     np.testing.assert_allclose(a.kernel.lengthscales, b.kernel.lengthscales, rtol=1e-12)
+
+
+def test_fit_takes_the_full_batch_up_to_1000_points_and_mini_batches_beyond(rng):
+    """Without ``batch_size``, arrays of at most 1000 points need no ``num_data`` (full-batch steps);
+    more points are split into mini-batches of 1000, which do, and the error says so."""
+    kernel = gpflow.kernels.SquaredExponential()
+    small = make_binary_data(rng, N=60)
+    model = fv.PolyaGammaSVGP(kernel, gpflow.likelihoods.Bernoulli(**LOGIT), small[0][:5].copy())
+    assert len(fv.fit(model, small, max_iter=2, tol=0.0).rows) == 2
+    large = make_binary_data(rng, N=2500)
+    model = fv.PolyaGammaSVGP(kernel, gpflow.likelihoods.Bernoulli(**LOGIT), large[0][:5].copy())
+    with pytest.raises(ValueError, match="Mini-batches of 1000 .* batch_size=2500"):
+        fv.fit(model, large, max_iter=1)
