@@ -166,13 +166,13 @@ class NaturalGradientSVI:
 
 
 def _batches_from_arrays(
-    model: Any, data: Tuple[Any, Any], batch_size: Optional[int], seed: int
+    model: Any, data: Tuple[Any, Any], batch_size: int, seed: int
 ) -> Tuple[Iterator[Tuple[tf.Tensor, tf.Tensor]], int, bool]:
     """An endless iterator of batches, the number of points, and whether each batch is all of them."""
     X, Y = check_data(data)
     Y = targets_for_likelihood(model.likelihood, Y)
     N = X.shape[0]
-    full_batch = batch_size is None or batch_size >= N
+    full_batch = batch_size >= N
     num_data = model.num_data
     if num_data is not None and int(num_data) != N:
         raise InvalidDataError(
@@ -181,9 +181,9 @@ def _batches_from_arrays(
         )
     if num_data is None and not full_batch:
         raise ValueError(
-            f"Mini-batches of {int(batch_size)} (fit's default for more than "
-            f"{DEFAULT_BATCH_SIZE} points) need model.num_data to scale the ELBO: construct the "
-            f"model with num_data={N}, or pass batch_size={N} for full-batch steps."
+            f"Mini-batches of {batch_size} need model.num_data to scale the ELBO: construct the "
+            f"model with num_data={N}, or pass batch_size={N} for full-batch steps (without "
+            f"batch_size, fit takes mini-batches of {DEFAULT_BATCH_SIZE} beyond that many points)."
         )
     if full_batch:
         tensors = (tf.constant(X), tf.constant(Y))
@@ -198,7 +198,7 @@ def _batches_from_arrays(
         # Arrays in memory: a NumPy permutation per pass and fancy indexing cost microseconds per
         # batch, where a shuffling tf.data pipeline costs milliseconds, as much as the step itself.
         rng = np.random.default_rng(seed)
-        size = int(batch_size)
+        size = batch_size
         while True:
             order = rng.permutation(N)
             for start in range(0, N - size + 1, size):  # every batch full, as drop_remainder
@@ -272,11 +272,11 @@ def svi_plan(
         if batch_size is None:
             batch_size = DEFAULT_BATCH_SIZE
         batches, N, full_batch = _batches_from_arrays(model, data, batch_size, seed)
-        per_epoch = 1 if full_batch else N // int(batch_size)
+        per_epoch = 1 if full_batch else N // batch_size
     if step_size is None and full_batch:
         step_size = 1.0
     elif step_size is None and batch_size is not None:
-        step_size = mini_batch_step_size(int(batch_size))
+        step_size = mini_batch_step_size(batch_size)
     steps = positive_int(steps_per_iteration, "steps_per_iteration", optional=True)
     steps = steps or per_epoch or 100
     svi = NaturalGradientSVI(model, step_size=step_size, learning_rate=learning_rate)
