@@ -20,7 +20,7 @@ from check_shapes import check_shapes
 
 from .cholesky import checked_cholesky
 from .collapsed import CollapsedFactors
-from .statistics import projected_marginals
+from .statistics import projected_marginals, triangular_inverse
 
 
 @check_shapes(
@@ -69,5 +69,5 @@ def optimal_marginals(
     """
     LB, c = factors
     mean_v = tf.linalg.triangular_solve(LB, c, lower=True, adjoint=True)  # LB⁻ᵀ c
-    LB_inv_A = tf.linalg.triangular_solve(LB, A, lower=True)  # LB⁻¹ A        [M, N]
+    LB_inv_A = tf.linalg.matmul(triangular_inverse(LB), A)  # LB⁻¹ A, as a product   [M, N]
     return projected_marginals(A, Ktilde_diag, mean_v, LB_inv_A)

@@ -30,6 +30,24 @@ def kmm_cholesky(
     return robust_cholesky(Kmm, what="Kmm")
 
 
+@check_shapes("L: [M, M]", "return: [M, M]")
+def triangular_inverse(L: tf.Tensor) -> tf.Tensor:
+    """
+    L⁻¹ of a lower-triangular factor L, by one triangular solve against the identity (it is
+    lower triangular, with exact zeros above the diagonal).
+
+    It is there to be *applied* to the N columns of a batch as a matrix product, L⁻¹ Kmn, instead
+    of solving L A = Kmn with N right-hand sides. On CPU TensorFlow's triangular solve with many
+    right-hand sides runs far below the dense matrix-multiply rate (95 ms against 21 ms at
+    N = 10⁵, M = 100, 2 cores), and its gradient costs a second solve where a product's costs two
+    products. The inverse of a triangular factor does not square the condition number, as an
+    inverse of Kmm would: the product agrees with the solve to about 10⁻¹² (relative) at
+    cond(Kmm) = 5·10¹⁰, which the tests check. The O(M³) solve is cheap beside the O(N M²) product.
+    """
+    M = tf.shape(L)[0]
+    return tf.linalg.triangular_solve(L, tf.eye(M, dtype=L.dtype), lower=True)
+
+
 @check_shapes(
     "X: [N, D]",
     "L: [M, M]",
@@ -48,7 +66,7 @@ def whitened_projection(
     and the objective of one evaluation do not each recompute ‖aᵢ‖² over the whole of A.
     """
     Kmn = gpflow.covariances.Kuf(inducing_variable, kernel, X)  # [M, N]
-    A = tf.linalg.triangular_solve(L, Kmn, lower=True)  # A = L⁻¹ Kmn
+    A = tf.linalg.matmul(triangular_inverse(L), Kmn)  # A = L⁻¹ Kmn, as a product (see there)
     return A, unexplained_variance(A, kernel(X, full_cov=False))
 
 
