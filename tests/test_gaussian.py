@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from gpflow_fastvi.gaussian import (
+    Projection,
     checked_cholesky,
     collapsed_bound,
     collapsed_factors,
@@ -17,11 +18,10 @@ from gpflow_fastvi.gaussian import (
     statistics_from_projection,
     sum_over_batches,
     unexplained_variance,
-    weighted_gram,
     whitened_projection,
 )
 from gpflow_fastvi.sites import jj_sites
-from gpflow_fastvi.types import Sites
+from gpflow_fastvi.types import Sites, SiteStatistics
 
 
 class FixedVariance(gpflow.functions.Function):
@@ -45,7 +45,7 @@ def random_problem(rng, N=40, M=12, D=2):
 def bound_of(kernel, Z, X, sites):
     iv = gpflow.inducing_variables.InducingPoints(Z)
     L = robust_cholesky(gpflow.covariances.Kuu(iv, kernel), what="Kmm")
-    stats = statistics_from_projection(*whitened_projection(kernel, iv, X, L), sites)
+    stats = statistics_from_projection(whitened_projection(kernel, iv, X, L), sites)
     return collapsed_bound(stats, collapsed_factors(stats)), stats, L, iv
 
 
@@ -126,7 +126,7 @@ def test_optimal_marginals_match_gpflow_conditional(rng):
     _, stats, L, iv = bound_of(kernel, Z, X, sites)
     factors = collapsed_factors(stats)
     q_mu, q_sqrt = optimal_q(factors, L, whiten=True)
-    A, Ktilde_diag = whitened_projection(kernel, iv, X, L)
+    A, Ktilde_diag, *_ = whitened_projection(kernel, iv, X, L)
     Fmu, Fvar = optimal_marginals(A, Ktilde_diag, factors)
     ref_mu, ref_var = gpflow.conditionals.conditional(
         X, iv, kernel, q_mu, q_sqrt=q_sqrt, white=True
@@ -146,7 +146,7 @@ def test_statistics_add_up_over_batches_with_gradients(rng):
 
         def batch(X, a, b, w, L):
             return statistics_from_projection(
-                *whitened_projection(kernel, iv, X, L), Sites(a, b, w)
+                whitened_projection(kernel, iv, X, L), Sites(a, b, w)
             )
 
         stats = sum_over_batches(batch, (tf.constant(X), *sites), batch_size, (L,))
@@ -188,6 +188,17 @@ def test_robust_cholesky_names_the_matrix_when_jitter_cannot_help():
         checked_cholesky(K, what="B")
 
 
+def plain_statistics(A, Ktilde_diag, sites):  # type: ignore[no-untyped-def]
+    """The site statistics written out, for autodiff to differentiate as it likes."""
+    w = sites.w[:, 0]
+    return SiteStatistics(
+        AWAt=tf.linalg.matmul(A * w, A, transpose_b=True),
+        Ab=tf.linalg.matmul(A, sites.b),
+        sum_a=tf.reduce_sum(sites.a),
+        trace=tf.reduce_sum(w * Ktilde_diag),
+    )
+
+
 def test_rounding_cannot_make_the_unexplained_variance_negative():
     """Knn,ᵢᵢ − ‖aᵢ‖² ≥ 0 exactly; where rounding says otherwise the bound must not profit."""
     A = tf.constant([[1.0, 3.0], [0.0, 4.0]], dtype=tf.float64)  # ‖a‖² = 1 and 25
@@ -195,28 +206,58 @@ def test_rounding_cannot_make_the_unexplained_variance_negative():
     Ktilde_diag = unexplained_variance(A, Knn_diag)
     np.testing.assert_array_equal(Ktilde_diag, [1.0, 0.0])
     sites = Sites(*(tf.ones((2, 1), dtype=tf.float64) for _ in range(3)))
-    stats = statistics_from_projection(A, Ktilde_diag, sites)
+    L = tf.eye(2, dtype=tf.float64)
+    stats = statistics_from_projection(Projection(A, Ktilde_diag, A, L, Knn_diag), sites)
     np.testing.assert_allclose(stats.trace, 1.0)
 
 
-def test_weighted_gram_gradient_matches_the_plain_product():
-    """The one-product gradient of A W Aᵀ equals autodiff of (A W) Aᵀ, for A and for w."""
+@pytest.mark.parametrize("clamped", [False, True])
+def test_statistics_gradient_reaches_kmn_and_l_as_autodiff_through_a_does(clamped):
+    """
+    The hand-written gradient of the site statistics, sent to Kmn, chol(Kmm) and diag Knn
+    directly, equals autodiff through A = L⁻¹ Kmn, A W Aᵀ and the clamped K̃, for every input and
+    an upstream that is not symmetric; also when rounding clamped some K̃ᵢᵢ at 0.
+    """
     rng = np.random.default_rng(3)
-    A = tf.constant(rng.normal(size=(4, 9)))
-    w = tf.constant(rng.uniform(size=9))
-    upstream = tf.constant(rng.normal(size=(4, 4)))  # not symmetric: both halves must count
+    M, N = 4, 9
+    root = rng.normal(size=(M, M))
+    Kmm = tf.constant(root @ root.T + M * np.eye(M))
+    Kmn = tf.constant(rng.normal(size=(M, N)))
+    Knn_diag = tf.constant(rng.uniform(3.0, 6.0, size=N))
+    if clamped:  # two points "explained" beyond their prior variance
+        A_plain = np.linalg.solve(np.linalg.cholesky(Kmm.numpy()), Kmn.numpy())
+        Knn_diag = tf.constant(
+            np.where(np.arange(N) < 2, 0.5, 1.5) * np.sum(A_plain**2, axis=0)
+        )
+    a, b = (tf.constant(rng.normal(size=(N, 1))) for _ in range(2))
+    w = tf.constant(rng.uniform(0.1, 2.0, size=(N, 1)))
+    upstream = SiteStatistics(
+        AWAt=tf.constant(rng.normal(size=(M, M))),
+        Ab=tf.constant(rng.normal(size=(M, 1))),
+        sum_a=tf.constant(0.7, tf.float64),
+        trace=tf.constant(-0.5, tf.float64),
+    )
+    inputs = [Kmm, Kmn, Knn_diag, a, b, w]
 
-    def gradients(gram):  # type: ignore[no-untyped-def]
+    def gradients(statistics):  # type: ignore[no-untyped-def]
         with tf.GradientTape() as tape:
-            tape.watch([A, w])
-            value = tf.reduce_sum(upstream * gram(A, w))
-        return tape.gradient(value, [A, w])
+            tape.watch(inputs)
+            L = tf.linalg.cholesky(Kmm)
+            A = tf.linalg.triangular_solve(L, Kmn, lower=True)
+            projection = Projection(A, unexplained_variance(A, Knn_diag), Kmn, L, Knn_diag)
+            stats = statistics(projection, Sites(a, b, w))
+            value = tf.add_n([tf.reduce_sum(u * s) for u, s in zip(upstream, stats)])
+        return projection.Ktilde_diag, stats, tape.gradient(value, inputs)
 
-    ours = gradients(weighted_gram)
-    plain = gradients(lambda A, w: tf.linalg.matmul(A * w, A, transpose_b=True))
-    np.testing.assert_allclose(weighted_gram(A, w), tf.linalg.matmul(A * w, A, transpose_b=True))
-    for got, expected in zip(ours, plain):
-        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    Ktilde_diag, stats, ours = gradients(statistics_from_projection)
+    _, expected_stats, expected = gradients(
+        lambda p, sites: plain_statistics(p.A, p.Ktilde_diag, sites)
+    )
+    assert np.sum(Ktilde_diag.numpy() == 0.0) == (2 if clamped else 0)
+    for got, want in zip(stats, expected_stats):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    for got, want in zip(ours, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
 
 
 def test_projection_by_product_matches_the_triangular_solve_when_kmm_is_ill_conditioned():
@@ -236,18 +277,19 @@ def test_projection_by_product_matches_the_triangular_solve_when_kmm_is_ill_cond
 
     def by_product():  # type: ignore[no-untyped-def]
         L = robust_cholesky(gpflow.covariances.Kuu(iv, kernel), what="Kmm")
-        return L, whitened_projection(kernel, iv, X, L)
+        projection = whitened_projection(kernel, iv, X, L)
+        return projection, statistics_from_projection(projection, sites)
 
     def by_solve():  # type: ignore[no-untyped-def]
         L = robust_cholesky(gpflow.covariances.Kuu(iv, kernel), what="Kmm")
         A = tf.linalg.triangular_solve(L, gpflow.covariances.Kuf(iv, kernel, X), lower=True)
-        return L, (A, unexplained_variance(A, kernel(X, full_cov=False)))
+        Ktilde_diag = unexplained_variance(A, kernel(X, full_cov=False))
+        return (A, Ktilde_diag), plain_statistics(A, Ktilde_diag, sites)
 
     results = []
-    for projection in (by_product, by_solve):
+    for compute in (by_product, by_solve):
         with tf.GradientTape() as tape:
-            L, (A, Ktilde_diag) = projection()
-            stats = statistics_from_projection(A, Ktilde_diag, sites)
+            (A, Ktilde_diag, *_), stats = compute()
             factors = collapsed_factors(stats)
             bound = collapsed_bound(stats, factors).total
         gradient = tape.gradient(bound, kernel.trainable_variables)

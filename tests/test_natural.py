@@ -34,9 +34,9 @@ def problem(rng, N=40, M=7, mean=0.0):
     kernel = gpflow.kernels.SquaredExponential(variance=1.7, lengthscales=[0.8, 1.3])
     iv = gpflow.inducing_variables.InducingPoints(X[:M].copy())
     L = robust_cholesky(gpflow.covariances.Kuu(iv, kernel))
-    A, Ktilde_diag = whitened_projection(kernel, iv, tf.constant(X), L)
+    projection = whitened_projection(kernel, iv, tf.constant(X), L)
     prior_mean = tf.fill([N, 1], tf.constant(mean, tf.float64))
-    return X, Y, kernel, iv, L, A, Ktilde_diag, prior_mean
+    return X, Y, kernel, iv, L, projection, prior_mean
 
 
 def jj_local_sites(Y):
@@ -45,10 +45,10 @@ def jj_local_sites(Y):
 
 @pytest.mark.parametrize("whiten", [True, False])
 def test_marginals_and_kl_match_gpflow(rng, whiten):
-    X, _, kernel, iv, L, A, Ktilde_diag, _ = problem(rng)
+    X, _, kernel, iv, L, projection, _ = problem(rng)
     q_mu, q_sqrt = random_q(rng, 7)
     m, R = whitened_q(q_mu, q_sqrt, L, whiten)
-    Gmu, Gvar = marginals(A, Ktilde_diag, m, R)
+    Gmu, Gvar = marginals(projection.A, projection.Ktilde_diag, m, R)
     Fmu, Fvar = gpflow.conditionals.conditional(
         tf.constant(X), iv, kernel, q_mu, q_sqrt=q_sqrt, white=whiten
     )
@@ -70,17 +70,17 @@ def test_natural_parameters_round_trip(rng):
 @pytest.mark.parametrize("mean", [0.0, 0.7])
 def test_full_batch_step_with_rho_one_lands_on_the_closed_form_optimum(rng, whiten, mean):
     """From any q: one ρ = 1 step on all the data = the optimal q(u) for the sites at that q."""
-    X, Y, kernel, iv, L, A, Ktilde_diag, prior_mean = problem(rng, mean=mean)
+    X, Y, kernel, iv, L, projection, prior_mean = problem(rng, mean=mean)
     q_mu, q_sqrt = random_q(rng, 7)
     new_mu, new_sqrt = natural_gradient_update(
-        A, Ktilde_diag, prior_mean, q_mu, q_sqrt, L, whiten, jj_local_sites(Y),
+        projection, prior_mean, q_mu, q_sqrt, L, whiten, jj_local_sites(Y),
         tf.constant(1.0, tf.float64), tf.constant(1.0, tf.float64),
     )  # fmt: skip
     # The same sites by hand: ξ from the starting q, then the closed-form optimum.
     m, R = whitened_q(q_mu, q_sqrt, L, whiten)
-    Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
+    Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
     sites = shift_sites(jj_local_sites(Y)(Gmu + prior_mean, Fvar), prior_mean)
-    stats = statistics_from_projection(*whitened_projection(kernel, iv, tf.constant(X), L), sites)
+    stats = statistics_from_projection(whitened_projection(kernel, iv, tf.constant(X), L), sites)
     opt_mu, opt_sqrt = optimal_q(collapsed_factors(stats), L, whiten)
     np.testing.assert_allclose(new_mu, opt_mu, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(new_sqrt, opt_sqrt, rtol=1e-9, atol=1e-12)
@@ -88,10 +88,10 @@ def test_full_batch_step_with_rho_one_lands_on_the_closed_form_optimum(rng, whit
 
 @pytest.mark.parametrize("whiten", [True, False])
 def test_step_is_a_convex_combination_of_natural_parameters(rng, whiten):
-    X, Y, kernel, iv, L, A, Ktilde_diag, prior_mean = problem(rng)
+    X, Y, kernel, iv, L, projection, prior_mean = problem(rng)
     q_mu, q_sqrt = random_q(rng, 7)
     one = tf.constant(1.0, tf.float64)
-    args = (A, Ktilde_diag, prior_mean, q_mu, q_sqrt, L, whiten, jj_local_sites(Y), one)
+    args = (projection, prior_mean, q_mu, q_sqrt, L, whiten, jj_local_sites(Y), one)
     full_mu, full_sqrt = natural_gradient_update(*args, one)
     part_mu, part_sqrt = natural_gradient_update(*args, tf.constant(0.3, tf.float64))
     start, full, part = (

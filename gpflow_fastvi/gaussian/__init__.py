@@ -27,13 +27,13 @@ from .natural import (
 )
 from .optimal_q import optimal_marginals, optimal_q
 from .statistics import (
+    Projection,
     kmm_cholesky,
     projected_marginals,
     shift_sites,
     statistics_from_projection,
     triangular_inverse,
     unexplained_variance,
-    weighted_gram,
     whitened_projection,
 )
 
@@ -41,6 +41,7 @@ __all__ = [
     "CollapsedBound",
     "CollapsedFactors",
     "NaturalParameters",
+    "Projection",
     "checked_cholesky",
     "collapsed_bound",
     "collapsed_factors",
@@ -65,7 +66,6 @@ __all__ = [
     "sum_over_batches",
     "triangular_inverse",
     "unexplained_variance",
-    "weighted_gram",
     "whitened_projection",
     "whitened_q",
 ]

@@ -31,7 +31,7 @@ from check_shapes import check_shapes
 from ..types import Sites, SiteStatistics
 from .collapsed import gaussian_factors
 from .optimal_q import optimal_q
-from .statistics import projected_marginals, shift_sites, statistics_from_projection
+from .statistics import Projection, projected_marginals, shift_sites, statistics_from_projection
 
 
 class NaturalParameters(NamedTuple):
@@ -198,8 +198,8 @@ def q_from_natural(
 
 
 @check_shapes(
-    "A: [M, N]",
-    "Ktilde_diag: [N]",
+    "projection.A: [M, N]",
+    "projection.Ktilde_diag: [N]",
     "prior_mean: [N, 1]",
     "q_mu: [M, 1]",
     "q_sqrt: [1, M, M]",
@@ -210,8 +210,7 @@ def q_from_natural(
     "return[1]: [1, M, M]",
 )
 def natural_gradient_update(
-    A: tf.Tensor,
-    Ktilde_diag: tf.Tensor,
+    projection: Projection,
     prior_mean: tf.Tensor,
     q_mu: tf.Tensor,
     q_sqrt: tf.Tensor,
@@ -228,7 +227,7 @@ def natural_gradient_update(
     ``(q_mu, q_sqrt)`` in the frame they are stored in.
     """
     m, R = whitened_q(q_mu, q_sqrt, L, whiten)
-    Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
+    Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
     sites = shift_sites(local_sites(Gmu + prior_mean, Fvar), prior_mean)
-    target = site_target(statistics_from_projection(A, Ktilde_diag, sites), scale)
+    target = site_target(statistics_from_projection(projection, sites), scale)
     return q_from_natural(natural_step(natural_parameters(m, R), target, rho), L, whiten)

@@ -10,7 +10,7 @@ the frame whitened by L, where Kmm becomes I: the collapsed bound and the optima
 one more Cholesky factor, LB = chol(I + A W Aᵀ), and never the ill-conditioned Kmm + Kmn W Knm.
 """
 
-from typing import Tuple
+from typing import NamedTuple, Tuple
 
 import gpflow
 import tensorflow as tf
@@ -48,26 +48,51 @@ def triangular_inverse(L: tf.Tensor) -> tf.Tensor:
     return tf.linalg.triangular_solve(L, tf.eye(M, dtype=L.dtype), lower=True)
 
 
+class Projection(NamedTuple):
+    """
+    One batch of points seen through the inducing variables: all the shared algebra needs from the
+    kernel at the data (:func:`whitened_projection`).
+
+    ``A`` and ``Ktilde_diag`` are what the algebra reads; ``Kmn``, ``L`` and ``Knn_diag`` are what
+    they were computed from, kept so that :func:`statistics_from_projection` can send its gradient
+    to them directly.
+    """
+
+    A: tf.Tensor
+    """A = L⁻¹ Kmn, shape [M, N]."""
+    Ktilde_diag: tf.Tensor
+    """diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ, shape [N] (:func:`unexplained_variance`)."""
+    Kmn: tf.Tensor
+    """K(Z, X), shape [M, N]."""
+    L: tf.Tensor
+    """chol(Kmm), shape [M, M]."""
+    Knn_diag: tf.Tensor
+    """The prior variances Knn,ᵢᵢ, shape [N]."""
+
+
 @check_shapes(
     "X: [N, D]",
     "L: [M, M]",
-    "return[0]: [M, N]",
-    "return[1]: [N]",
+    "return.A: [M, N]",
+    "return.Ktilde_diag: [N]",
 )
 def whitened_projection(
     kernel: gpflow.kernels.Kernel,
     inducing_variable: gpflow.inducing_variables.InducingVariables,
     X: tf.Tensor,
     L: tf.Tensor,
-) -> Tuple[tf.Tensor, tf.Tensor]:
+) -> Projection:
     """
-    A = L⁻¹ Kmn and diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ of the points ``X``: everything the shared algebra
-    needs from the kernel at the data. K̃'s diagonal is formed here once, so that the site steps
-    and the objective of one evaluation do not each recompute ‖aᵢ‖² over the whole of A.
+    A = L⁻¹ Kmn and diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ of the points ``X``, with what they are made of.
+    K̃'s diagonal is formed here once, so that the site steps and the objective of one evaluation
+    do not each recompute ‖aᵢ‖² over the whole of A.
     """
     Kmn = gpflow.covariances.Kuf(inducing_variable, kernel, X)  # [M, N]
     A = tf.linalg.matmul(triangular_inverse(L), Kmn)  # A = L⁻¹ Kmn, as a product (see there)
-    return A, unexplained_variance(A, kernel(X, full_cov=False))
+    Knn_diag = kernel(X, full_cov=False)
+    return Projection(
+        A=A, Ktilde_diag=unexplained_variance(A, Knn_diag), Kmn=Kmn, L=L, Knn_diag=Knn_diag
+    )
 
 
 @check_shapes("A: [M, N]", "Knn_diag: [N]", "return: [N]")
@@ -125,32 +150,9 @@ def shift_sites(sites: Sites, prior_mean: tf.Tensor) -> Sites:
     return Sites(a=a, b=b, w=sites.w)
 
 
-@check_shapes("A: [M, N]", "w: [N]", "return: [M, M]")
-def weighted_gram(A: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
-    """
-    A W Aᵀ = Σᵢ wᵢ aᵢ aᵢᵀ, with a gradient that costs one product of A's size instead of two.
-
-    Differentiated as a plain product (A W)·Aᵀ, A enters twice and each factor gets its own
-    n·m² product. For the symmetrised upstream gradient S = (P̄ + P̄ᵀ)/2 of P = A W Aᵀ both
-    gradients come from the one product S A:
-
-        Ā = 2 (S A) W,        w̄ᵢ = aᵢᵀ S aᵢ = Σₖ Aₖᵢ (S A)ₖᵢ.
-    """
-
-    @tf.custom_gradient
-    def gram(A: tf.Tensor, w: tf.Tensor):  # type: ignore[no-untyped-def]
-        def gradient(P_bar: tf.Tensor):  # type: ignore[no-untyped-def]
-            SA = tf.linalg.matmul(0.5 * (P_bar + tf.transpose(P_bar)), A)  # S A           [M, N]
-            return 2.0 * SA * w, tf.reduce_sum(A * SA, axis=0)
-
-        return tf.linalg.matmul(A * w, A, transpose_b=True), gradient
-
-    return gram(A, w)
-
-
 @check_shapes(
-    "A: [M, N]",
-    "Ktilde_diag: [N]",
+    "projection.A: [M, N]",
+    "projection.Ktilde_diag: [N]",
     "sites.a: [N, 1]",
     "sites.b: [N, 1]",
     "sites.w: [N, 1]",
@@ -159,12 +161,73 @@ def weighted_gram(A: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
     "return.sum_a: []",
     "return.trace: []",
 )
-def statistics_from_projection(
-    A: tf.Tensor, Ktilde_diag: tf.Tensor, sites: Sites
-) -> SiteStatistics:
-    """The site statistics of one batch, given its projection A = L⁻¹ Kmn and diag K̃."""
-    w = sites.w[:, 0]  # [N]
-    AWAt = weighted_gram(A, w)  # A W Aᵀ                                             [M, M]
-    Ab = tf.linalg.matmul(A, sites.b)  # A b                                         [M, 1]
-    trace = tf.reduce_sum(w * Ktilde_diag)  # Σ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ)
-    return SiteStatistics(AWAt=AWAt, Ab=Ab, sum_a=tf.reduce_sum(sites.a), trace=trace)
+def statistics_from_projection(projection: Projection, sites: Sites) -> SiteStatistics:
+    r"""
+    The site statistics of one batch (module docstring), given its projection.
+
+    The gradient is written by hand and goes to Kmn, L and diag Knn directly, not through A. For
+    upstream gradients P̄, ḡ and t̄ of A W Aᵀ, A b and the trace (S = (P̄ + P̄ᵀ)/2), A receives
+
+        Ā = 2 (S − t̄ I) A W + ḡ bᵀ        (W restricted to the points with K̃ᵢᵢ > 0 in the t̄ term),
+
+    and since Kmn = L A, the two products that autodiff would take with this N-column matrix fold
+    into M × M algebra: L̄ = −tril(L⁻ᵀ Ā Aᵀ) with Ā Aᵀ = 2 (S − t̄ I) A W Aᵀ + ḡ (A b)ᵀ, and
+    K̄mn = L⁻ᵀ Ā = (H A) W + (L⁻ᵀ ḡ) bᵀ with H = 2 L⁻ᵀ (S − t̄ I). The backward pass then costs one
+    N·M² product where autodiff through A W Aᵀ and A = L⁻¹ Kmn took three. The site gradients
+    are w̄ᵢ = aᵢᵀ S aᵢ + t̄ K̃ᵢᵢ (one more such product, pruned from a graph that does not use it),
+    b̄ = Aᵀ ḡ and āᵢ = the upstream of Σ aᵢ. A and diag K̃ themselves receive no gradient: theirs
+    has been passed on to what they are made of.
+    """
+    A, Ktilde_diag, Kmn, L, Knn_diag = projection
+
+    @tf.custom_gradient
+    def statistics(
+        Kmn: tf.Tensor, L: tf.Tensor, Knn_diag: tf.Tensor, a: tf.Tensor, b: tf.Tensor, w: tf.Tensor
+    ):  # type: ignore[no-untyped-def]
+        AW = A * w  # A W                                                                  [M, N]
+        AWAt = tf.linalg.matmul(AW, A, transpose_b=True)  # A W Aᵀ                         [M, M]
+        Ab = tf.linalg.matmul(A, b)  # A b                                                 [M, 1]
+        trace = tf.reduce_sum(w * Ktilde_diag)  # Σ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ)
+
+        def gradient(AWAt_bar, Ab_bar, sum_a_bar, trace_bar):  # type: ignore[no-untyped-def]
+            M = tf.shape(A)[0]
+            S = 0.5 * (AWAt_bar + tf.transpose(AWAt_bar))
+            S_trace = S - trace_bar * tf.eye(M, dtype=A.dtype)  # S − t̄ I
+            # K̃ᵢᵢ was clamped at 0 where rounding made it negative: no gradient flows there.
+            explained = tf.cast(Ktilde_diag > 0.0, A.dtype)
+            all_unclamped = tf.reduce_all(Ktilde_diag > 0.0)
+            # A W' Aᵀ with W' = W restricted to unclamped points: A W Aᵀ itself, unless some clamped.
+            AWAt_unclamped = tf.cond(
+                all_unclamped,
+                lambda: AWAt,
+                lambda: tf.linalg.matmul(A * (w * explained), A, transpose_b=True),
+            )
+            A_bar_At = (
+                2.0 * tf.linalg.matmul(S, AWAt)
+                - 2.0 * trace_bar * AWAt_unclamped
+                + tf.linalg.matmul(Ab_bar, Ab, transpose_b=True)
+            )  # Ā Aᵀ                                                                   [M, M]
+            L_inv_T = tf.transpose(triangular_inverse(L))
+            L_bar = -tf.linalg.band_part(tf.linalg.matmul(L_inv_T, A_bar_At), -1, 0)
+            H = 2.0 * tf.linalg.matmul(L_inv_T, S_trace)
+            Kmn_bar = tf.linalg.matmul(H, A) * w + tf.linalg.matmul(
+                tf.linalg.matmul(L_inv_T, Ab_bar), b, transpose_b=True
+            )
+            Kmn_bar = tf.cond(
+                all_unclamped,
+                lambda: Kmn_bar,
+                # The t̄ term without the clamped points: add back 2 t̄ L⁻ᵀ A W on them.
+                lambda: Kmn_bar
+                + 2.0 * trace_bar * tf.linalg.matmul(L_inv_T, A) * (w * (1.0 - explained)),
+            )
+            Knn_diag_bar = trace_bar * w * explained
+            SA = tf.linalg.matmul(S, A)
+            w_bar = tf.reduce_sum(A * SA, axis=0) + trace_bar * Ktilde_diag
+            b_bar = tf.linalg.matmul(A, Ab_bar, transpose_a=True)
+            a_bar = sum_a_bar * tf.ones_like(a)
+            return Kmn_bar, L_bar, Knn_diag_bar, a_bar, b_bar, w_bar
+
+        return (AWAt, Ab, tf.reduce_sum(a), trace), gradient
+
+    AWAt, Ab, sum_a, trace = statistics(Kmn, L, Knn_diag, sites.a, sites.b, sites.w[:, 0])
+    return SiteStatistics(AWAt=AWAt, Ab=Ab, sum_a=sum_a, trace=trace)

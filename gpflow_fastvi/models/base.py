@@ -23,6 +23,7 @@ from gpflow.utilities import triangular
 from ..gaussian import (
     CollapsedBound,
     CollapsedFactors,
+    Projection,
     collapsed_bound,
     collapsed_factors,
     expected_sites,
@@ -47,9 +48,6 @@ from ..validation import (
     targets_for_likelihood,
 )
 from .protocol import SiteModel
-
-Projection = Tuple[tf.Tensor, tf.Tensor]
-"""A = L⁻¹ Kmn [M, N] and diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ [N] of a set of points."""
 
 PERSISTENT_ROUTE = Route(
     "persistent",
@@ -188,9 +186,10 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
 
         def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
             *params, L = rest
-            A, Ktilde_diag = projection if projection is not None else self.projection(X, L)
             sites = self._sites_on_g(X, Y, params, self.mean_function(X))
-            return statistics_from_projection(A, Ktilde_diag, sites)
+            return statistics_from_projection(
+                projection if projection is not None else self.projection(X, L), sites
+            )
 
         return sum_over_batches(batch_statistics, (X, Y, *site_parameters), self.batch_size, (L,))
 
@@ -220,7 +219,7 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
 
         def batch_expectation(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> tf.Tensor:
             *params, L, m, R = rest
-            A, Ktilde_diag = self.projection(X, L)
+            A, Ktilde_diag, *_ = self.projection(X, L)
             Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
             Fmu = Gmu + self.mean_function(X)
             return tf.reduce_sum(expected_sites(self.site_rule(X, Y, *params), Fmu, Fvar))
@@ -325,7 +324,7 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
 
         def updated(factors: CollapsedFactors) -> Tuple[tf.Tensor, ...]:
             def batch_update(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, ...]:
-                A, Ktilde_diag = projection if projection is not None else self.projection(X, L)
+                A, Ktilde_diag, *_ = projection if projection is not None else self.projection(X, L)
                 Gmu, Fvar = optimal_marginals(A, Ktilde_diag, factors)
                 return self.site_update(X, Y, Gmu + self.mean_function(X), Fvar)
 

@@ -116,7 +116,7 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
         """
         X, Y = data
         L = self.Kmm_cholesky()
-        A, Ktilde_diag = self.projection(X, L)
+        A, Ktilde_diag, *_ = self.projection(X, L)
         return self.batch_sites_elbo(X, Y, L, A, Ktilde_diag, self.q_mu, self.q_sqrt)
 
     # ----------------------------------------------------------------------------------------------

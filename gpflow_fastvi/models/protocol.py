@@ -29,6 +29,7 @@ import tensorflow as tf
 from gpflow.base import RegressionData
 
 from ..gaussian import (
+    Projection,
     kmm_cholesky,
     natural_gradient_update,
     sites_elbo,
@@ -91,7 +92,7 @@ class SiteModel(abc.ABC):
         """L = chol(Kmm + jitter), with jitter that escalates if needed."""
         return kmm_cholesky(self.kernel, self.inducing_variable)  # type: ignore[attr-defined]
 
-    def projection(self, X: tf.Tensor, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    def projection(self, X: tf.Tensor, L: tf.Tensor) -> Projection:
         """A = L⁻¹ Kmn and diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ of the points X (:func:`whitened_projection`)."""
         return whitened_projection(self.kernel, self.inducing_variable, X, L)  # type: ignore[attr-defined]
 
@@ -145,11 +146,10 @@ class SiteModel(abc.ABC):
         """
         X, Y = data
         L = self.Kmm_cholesky()
-        A, Ktilde_diag = self.projection(X, L)
+        projection = self.projection(X, L)
         prior_mean = self.mean_function(X)  # type: ignore[attr-defined]
         q_mu, q_sqrt = natural_gradient_update(
-            tf.stop_gradient(A),
-            tf.stop_gradient(Ktilde_diag),
+            tf.nest.map_structure(tf.stop_gradient, projection),
             tf.stop_gradient(prior_mean),
             tf.convert_to_tensor(self.q_mu),  # type: ignore[attr-defined]
             tf.convert_to_tensor(self.q_sqrt),  # type: ignore[attr-defined]
@@ -161,4 +161,6 @@ class SiteModel(abc.ABC):
         )
         self.q_mu.assign(q_mu)  # type: ignore[attr-defined]
         self.q_sqrt.assign(q_sqrt)  # type: ignore[attr-defined]
-        return self.batch_sites_elbo(X, Y, L, A, Ktilde_diag, q_mu, q_sqrt)
+        return self.batch_sites_elbo(
+            X, Y, L, projection.A, projection.Ktilde_diag, q_mu, q_sqrt
+        )
