@@ -204,7 +204,8 @@ def add_compare_command(commands: Any) -> None:
         default=DEFAULT_ADAM_LR,
         help=(
             "Adam's learning rate in SVGP + Adam, and for the hyperparameters in "
-            f"SVGP + NatGrad + Adam and PolyaGammaSVGP (default: {_number(DEFAULT_ADAM_LR)})"
+            "SVGP + NatGrad + Adam; PolyaGammaSVGP runs with its own default "
+            f"(default: {_number(DEFAULT_ADAM_LR)})"
         ),
     )
     compare.add_argument(

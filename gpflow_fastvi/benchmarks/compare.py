@@ -119,7 +119,8 @@ def run_comparison(
         kept fixed.
     :param time_budget: training seconds per method (graph compilation included, evaluation not).
     :param adam_lr: Adam's learning rate: SVGP + Adam, and the hyperparameter steps of
-        SVGP + NatGrad + Adam and PolyaGammaSVGP.
+        SVGP + NatGrad + Adam (PolyaGammaSVGP runs with its own defaults, as every model of the
+        package does).
     :param batch_size: mini-batch size of SVGP + Adam and SVGP + NatGrad + Adam (PolyaGammaSVGP
         runs with its own default).
     :param seed: seeds k-means, TensorFlow and the mini-batch order.

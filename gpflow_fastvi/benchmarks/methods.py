@@ -134,7 +134,6 @@ def pg_batch_size(N: int) -> int:
 
 
 def run_polya_gamma(
-    adam_lr: float,
     data: Tuple[np.ndarray, np.ndarray],
     test: Tuple[np.ndarray, np.ndarray],
     Z: np.ndarray,
@@ -143,8 +142,8 @@ def run_polya_gamma(
     progress: bool,
 ) -> LearningCurve:
     """
-    PolyaGammaSVGP, trained by :func:`gpflow_fastvi.fit` with its default mini-batches and step
-    sizes (Adam at ``adam_lr`` on the hyperparameters) until ``time_budget`` seconds have passed.
+    PolyaGammaSVGP, trained by :func:`gpflow_fastvi.fit` with its defaults (mini-batches, step size
+    ρ and Adam's learning rate for the hyperparameters) until ``time_budget`` seconds have passed.
     """
     from gpflow_fastvi import PolyaGammaSVGP, fit
 
@@ -177,7 +176,6 @@ def run_polya_gamma(
     trace = fit(
         model,
         data,
-        learning_rate=adam_lr,
         steps_per_iteration=pg_steps_per_iteration(N, pg_batch_size(N)),
         seed=seed,
         max_iter=10**9,  # run until the budget ends, as SVGP + Adam: the estimates are noisy,
@@ -214,7 +212,8 @@ def method_runners(
     ``methods`` that name SVGP + Adam at another learning rate.
 
     :param adam_lr: Adam's learning rate: SVGP + Adam, and the hyperparameter steps of
-        SVGP + NatGrad + Adam and PolyaGammaSVGP.
+        SVGP + NatGrad + Adam (PolyaGammaSVGP runs with its own default,
+        :data:`gpflow_fastvi.training.svi.DEFAULT_LEARNING_RATE`).
     :param batch_size: mini-batch size of the SVGP mini-batch baselines (PolyaGammaSVGP runs with
         its own default, :func:`pg_batch_size`).
     :param seed: seeds the mini-batch order.
@@ -233,7 +232,7 @@ def method_runners(
         VIJJ_NAME: fast("VIJJ"),
         VITAYLOR_NAME: fast("VITaylor"),
         KLC_NAME: fast("KLCorrected"),
-        PG_NAME: lambda: run_polya_gamma(adam_lr, data, test, Z, time_budget, seed, progress),
+        PG_NAME: lambda: run_polya_gamma(data, test, Z, time_budget, seed, progress),
         SCIPY_NAME: lambda: run_svgp_scipy(data, test, Z, time_budget, progress),
         ADAM_NAME: lambda: run_svgp_minibatch(ADAM_NAME, adam_step(adam_lr), *minibatch),
         NATGRAD_NAME: lambda: run_svgp_minibatch(

@@ -45,7 +45,7 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
             options={
                 "batch_size": None,
                 "step_size": None,
-                "learning_rate": 0.01,
+                "learning_rate": None,
                 "steps_per_iteration": None,
                 "seed": 0,
             },

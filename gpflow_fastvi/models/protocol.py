@@ -22,7 +22,7 @@ Training code (:mod:`gpflow_fastvi.training`) drives a model through these membe
 """
 
 import abc
-from typing import Any, ClassVar, Mapping, Optional, Tuple
+from typing import Any, ClassVar, Mapping, Optional
 
 import gpflow
 import tensorflow as tf
