@@ -6,8 +6,8 @@ The update timed is one :meth:`~gpflow_fastvi.VIJJ.update_sites` of :class:`~gpf
 (compiled once per shape, before timing): project the data, A = L⁻¹ Kmn; accumulate the site
 statistics A W Aᵀ and A b; factorise B = I + A W Aᵀ; form the marginals q(fᵢ) of the optimal q(u);
 update the sites ξ from them; accumulate the statistics again and store q(u). Its work is dominated
-by a few passes of n·m² multiply-adds over A: the triangular solve for A, the product A W Aᵀ (twice)
-and the solve for the marginal variances. So the *floor* reported beside each time is the time of
+by a few passes of n·m² multiply-adds over A: the product A = L⁻¹ Kmn, the product A W Aᵀ (twice)
+and the product LB⁻¹ A for the marginal variances. So the *floor* reported beside each time is the time of
 one dense product of that size, 2·n·m² floating-point operations at the machine's measured
 float64 matmul rate; an update that costs a small multiple of the floor runs near the hardware's
 limit.
