@@ -145,9 +145,7 @@ def test_statistics_add_up_over_batches_with_gradients(rng):
         L = robust_cholesky(gpflow.covariances.Kuu(iv, kernel), what="Kmm")
 
         def batch(X, a, b, w, L):
-            return statistics_from_projection(
-                whitened_projection(kernel, iv, X, L), Sites(a, b, w)
-            )
+            return statistics_from_projection(whitened_projection(kernel, iv, X, L), Sites(a, b, w))
 
         stats = sum_over_batches(batch, (tf.constant(X), *sites), batch_size, (L,))
         return collapsed_bound(stats, collapsed_factors(stats)).total
@@ -226,9 +224,7 @@ def test_statistics_gradient_reaches_kmn_and_l_as_autodiff_through_a_does(clampe
     Knn_diag = tf.constant(rng.uniform(3.0, 6.0, size=N))
     if clamped:  # two points "explained" beyond their prior variance
         A_plain = np.linalg.solve(np.linalg.cholesky(Kmm.numpy()), Kmn.numpy())
-        Knn_diag = tf.constant(
-            np.where(np.arange(N) < 2, 0.5, 1.5) * np.sum(A_plain**2, axis=0)
-        )
+        Knn_diag = tf.constant(np.where(np.arange(N) < 2, 0.5, 1.5) * np.sum(A_plain**2, axis=0))
     a, b = (tf.constant(rng.normal(size=(N, 1))) for _ in range(2))
     w = tf.constant(rng.uniform(0.1, 2.0, size=(N, 1)))
     upstream = SiteStatistics(

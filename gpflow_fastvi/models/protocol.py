@@ -161,6 +161,4 @@ class SiteModel(abc.ABC):
         )
         self.q_mu.assign(q_mu)  # type: ignore[attr-defined]
         self.q_sqrt.assign(q_sqrt)  # type: ignore[attr-defined]
-        return self.batch_sites_elbo(
-            X, Y, L, projection.A, projection.Ktilde_diag, q_mu, q_sqrt
-        )
+        return self.batch_sites_elbo(X, Y, L, projection.A, projection.Ktilde_diag, q_mu, q_sqrt)
