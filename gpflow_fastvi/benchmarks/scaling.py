@@ -6,11 +6,11 @@ The update timed is one :meth:`~gpflow_fastvi.VIJJ.update_sites` of :class:`~gpf
 (compiled once per shape, before timing): project the data, A = L⁻¹ Kmn; accumulate the site
 statistics A W Aᵀ and A b; factorise B = I + A W Aᵀ; form the marginals q(fᵢ) of the optimal q(u);
 update the sites ξ from them; accumulate the statistics again and store q(u). Its work is dominated
-by a few passes of n·m² multiply-adds over A: the product A = L⁻¹ Kmn, the product A W Aᵀ (twice)
-and the product LB⁻¹ A for the marginal variances. So the *floor* reported beside each time is the time of
-one dense product of that size, 2·n·m² floating-point operations at the machine's measured
-float64 matmul rate; an update that costs a small multiple of the floor runs near the hardware's
-limit.
+by a few passes of n·m² multiply-adds over A: the product A = L⁻¹ Kmn, the product A W Aᵀ
+(twice) and the product LB⁻¹ A for the marginal variances. So the *floor* reported beside each
+time is the time of one dense product of that size, 2·n·m² floating-point operations at the
+machine's measured float64 matmul rate; an update that costs a small multiple of the floor runs
+near the hardware's limit.
 
 Data are synthetic (inputs standard normal in D = 10 dimensions, labels from the sign of a smooth
 function), Z is n's first m points, and points are processed in batches of at most

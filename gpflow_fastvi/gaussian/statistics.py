@@ -169,7 +169,7 @@ def statistics_from_projection(projection: Projection, sites: Sites) -> SiteStat
     The gradient is written by hand and goes to Kmn, L and diag Knn directly, not through A. For
     upstream gradients P̄, ḡ and t̄ of A W Aᵀ, A b and the trace (S = (P̄ + P̄ᵀ)/2), A receives
 
-        Ā = 2 (S − t̄ I) A W + ḡ bᵀ        (W restricted to the points with K̃ᵢᵢ > 0 in the t̄ term),
+        Ā = 2 (S − t̄ I) A W + ḡ bᵀ    (W restricted to the points with K̃ᵢᵢ > 0 in the t̄ term),
 
     and since Kmn = L A, the two products that autodiff would take with this N-column matrix fold
     into M × M algebra: L̄ = −tril(L⁻ᵀ Ā Aᵀ) with Ā Aᵀ = 2 (S − t̄ I) A W Aᵀ + ḡ (A b)ᵀ, and
@@ -195,9 +195,10 @@ def statistics_from_projection(projection: Projection, sites: Sites) -> SiteStat
             S = 0.5 * (AWAt_bar + tf.transpose(AWAt_bar))
             S_trace = S - trace_bar * tf.eye(M, dtype=A.dtype)  # S − t̄ I
             # K̃ᵢᵢ was clamped at 0 where rounding made it negative: no gradient flows there.
-            explained = tf.cast(Ktilde_diag > 0.0, A.dtype)
-            all_unclamped = tf.reduce_all(Ktilde_diag > 0.0)
-            # A W' Aᵀ with W' = W restricted to unclamped points: A W Aᵀ itself, unless some clamped.
+            unclamped = Ktilde_diag > 0.0
+            explained = tf.cast(unclamped, A.dtype)
+            all_unclamped = tf.reduce_all(unclamped)
+            # A W' Aᵀ, W' = W on the unclamped points: A W Aᵀ itself unless some are clamped.
             AWAt_unclamped = tf.cond(
                 all_unclamped,
                 lambda: AWAt,
