@@ -73,14 +73,16 @@ def nll(model, X_test=X_test, Y_test=Y_test):
 # Both models are the paper's: the full GP (no inducing points: q(f̄) is over f̄(X), and every
 # E-step costs O(N³)), GPflow's probit `Bernoulli()` likelihood, β = 1, and the kernel RBF + bias
 # + white of `gpflow_fastvi.benchmarks.kl_correction.make_kernel` (lengthscale √D, variances 1, 1
-# and 0.1). They differ only in `bound=`. `fv.fit` runs the paper's Algorithm 1 and records one
-# row per EM iteration, taken after the E-step, where ℒ and ℒ′ coincide. Each run stops when the
-# bound changes by less than `TOL` relative to its size, or when its time budget is spent.
+# and 0.1). They differ only in `bound=`; both take the paper's E-step, `e_step="coordinate"`
+# (the package's default is a Newton E-step with the same fixed point: the sparse variant below
+# uses it). `fv.fit` runs the paper's Algorithm 1 and records one row per EM iteration, taken
+# after the E-step, where ℒ and ℒ′ coincide. Each run stops when the bound changes by less than
+# `TOL` relative to its size, or when its time budget is spent.
 
 # %%
 runs = {}
 for bound in ("kl_corrected", "standard"):
-    model = fv.KLCorrected((X, Y), make_kernel(X.shape[1]), bound=bound)
+    model = fv.KLCorrected((X, Y), make_kernel(X.shape[1]), bound=bound, e_step="coordinate")
     trace = fv.fit(
         model, method="em", max_iter=MAX_ITER, tol=TOL, time_budget=TIME_BUDGET, maxfun=MAXFUN
     )
@@ -220,7 +222,8 @@ print(
 # With `inducing_variable=` (here 50 k-means centres), q(f̄) is through u = f̄(Z) as in GPflow's
 # `SVGP`, each EM iteration costs O(N M²), and the KL-corrected bound becomes Titsias' collapsed
 # bound on the pseudo-targets. That makes the whole bundled banana set (80 % for training)
-# cheap; the features are used as distributed, as above.
+# cheap; the features are used as distributed, as above. This model takes the default Newton
+# E-step, which reaches the paper's E-step fixed point in a few steps instead of hundreds.
 
 # %%
 X_all, Y_all = load_banana()

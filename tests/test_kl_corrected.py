@@ -114,6 +114,66 @@ def test_logit_and_poisson_e_steps_by_gauss_hermite_match_quadrature():
         )
 
 
+def test_logit_log_normaliser_is_finite_for_confident_points_and_matches_quadrature():
+    # GPflow's Bernoulli takes log(1 - Z), which is log 0 once a cavity mean passes about 37.
+    model = KLCorrected(
+        make_binary_data(np.random.default_rng(0), N=6),
+        _kernel(),
+        gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid),
+        beta=2.0,
+    )
+    mu, Y = np.array([-1.0, 0.5, 45.0, -60.0]), np.array([1.0, 0.0, 0.0, 1.0])
+    log_Z = model._log_normaliser(None, tf.constant(Y[:, None]))(tf.constant(mu[:, None]))
+    for i in range(len(mu)):
+        log_lik = lambda f, y=Y[i]: -np.logaddexp(0.0, -(2 * y - 1) * f)  # noqa: E731
+        want = _tilted_by_quad(log_lik, mu[i], 2.0)[0]
+        np.testing.assert_allclose(log_Z[i], want, rtol=1e-6)
+
+
+def _fixed_point_run(model: KLCorrected, steps: int) -> list:
+    """The bound after each of ``steps`` E-steps at fixed hyperparameters."""
+    step = tf.function(lambda: model.update_sites(1), autograph=False)
+    return [float(step()) for _ in range(steps)]
+
+
+@pytest.mark.parametrize("form", ["full", "sparse"])
+def test_newton_e_step_reaches_the_papers_fixed_point_in_a_few_steps(rng, form):
+    """
+    The Newton E-step and the paper's coordinate ascent stop at the same q(fₙ) and bound; from
+    there a coordinate step moves nothing (Newton's fixed point is the paper's), and Newton gets
+    there in a handful of steps where coordinate ascent still climbs after fifty.
+    """
+    X, Y = make_binary_data(rng, N=40)
+    Z = X[::4].copy() if form == "sparse" else None
+    kernel = lambda: gpflow.kernels.SquaredExponential(variance=20.0, lengthscales=1.0)  # noqa
+    newton = KLCorrected((X, Y), kernel(), inducing_variable=Z)
+    coordinate = KLCorrected((X, Y), kernel(), inducing_variable=Z, e_step="coordinate")
+    newton_run = _fixed_point_run(newton, 6)
+    coordinate_run = _fixed_point_run(coordinate, 50)
+    fixed = newton_run[-1]
+    assert abs(newton_run[-2] - fixed) < 1e-10 * abs(fixed)
+    assert fixed - coordinate_run[-1] > 1e-6 * abs(fixed)  # still short after 50 steps
+    coordinate_run += _fixed_point_run(coordinate, 3000)
+    np.testing.assert_allclose(coordinate_run[-1], fixed, rtol=1e-9)
+    np.testing.assert_allclose(coordinate.f_mean.numpy(), newton.f_mean.numpy(), atol=1e-5)
+
+    newton.e_step = "coordinate"
+    np.testing.assert_allclose(float(newton.update_sites(1)), fixed, rtol=1e-12)
+
+
+def test_newton_e_step_is_exact_in_one_step_for_gaussian_noise(rng):
+    # log Zₙ is quadratic in the cavity mean for a Gaussian likelihood: one Newton step is exact.
+    X = rng.uniform(-2, 2, size=(25, 1))
+    Y = np.sin(2 * X) + 0.2 * rng.normal(size=X.shape)
+    model = KLCorrected((X, Y), _kernel(), gpflow.likelihoods.Gaussian(variance=0.1), beta=3.0)
+    first, second = _fixed_point_run(model, 2)
+    np.testing.assert_allclose(second, first, rtol=1e-12)
+    coordinate = KLCorrected(
+        (X, Y), _kernel(), gpflow.likelihoods.Gaussian(variance=0.1), beta=3.0, e_step="coordinate"
+    )
+    assert _fixed_point_run(coordinate, 1)[0] < first - 1e-3 * abs(first)
+
+
 # --------------------------------------------------------------------------------------------------
 # The two bounds.
 
@@ -250,6 +310,8 @@ def test_bad_arguments_raise_clear_errors(small_data):
     X, Y = small_data
     with pytest.raises(ValueError, match="bound must be one of"):
         KLCorrected(small_data, _kernel(), bound="corrected")
+    with pytest.raises(ValueError, match="e_step must be one of"):
+        KLCorrected(small_data, _kernel(), e_step="em")
     with pytest.raises(ValueError, match="beta must be a positive"):
         KLCorrected(small_data, _kernel(), beta=0.0)
     with pytest.raises(ValueError, match="need inducing points"):

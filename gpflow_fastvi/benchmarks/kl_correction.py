@@ -3,8 +3,9 @@ Reproduce the experiments of :cite:t:`king2006fast`: EM with the KL-corrected bo
 the standard variational bound, on Rätsch's benchmark sets.
 
 For each data set and random split, two :class:`~gpflow_fastvi.KLCorrected` models (full GP, probit
-noise, the same kernel and start) are trained by :func:`gpflow_fastvi.fit` to the same tolerance,
-one with ``bound="kl_corrected"``, one with ``bound="standard"``; the EM iterations, the training
+noise, the same kernel and start, the paper's coordinate-ascent E-step) are trained by
+:func:`gpflow_fastvi.fit` to the same tolerance, one with ``bound="kl_corrected"``, one with
+``bound="standard"``; the EM iterations, the training
 time and the test error of each are recorded. ``gpflow-fastvi kl-correction`` runs it and writes
 ``results.json``, ``table.md`` and the paper's Figure 2 (bound against iteration, log scale) for
 the first split of the first data set.
@@ -88,7 +89,8 @@ def run_bound(
 ) -> RunResult:
     """Train one full-GP :class:`~gpflow_fastvi.KLCorrected` with ``bound`` and score it."""
     X, Y, X_test, Y_test = data
-    model = KLCorrected((X, Y), make_kernel(X.shape[1]), bound=bound)
+    # The paper's own E-step (coordinate ascent), so that EM iterations count as in the paper.
+    model = KLCorrected((X, Y), make_kernel(X.shape[1]), bound=bound, e_step="coordinate")
     start = time.perf_counter()
     trace = fit(
         model, method="em", tol=tol, max_iter=max_iter, maxfun=maxfun, time_budget=time_budget

@@ -8,7 +8,7 @@ bound, optimal q(u), the SVGP yardstick ELBO and predictions — is the shared a
 """
 
 import abc
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Optional, Tuple
 
 import gpflow
 import numpy as np
@@ -48,6 +48,17 @@ from ..validation import (
     targets_for_likelihood,
 )
 from .protocol import SiteModel
+
+
+def logit_log_prob(F: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+    """
+    log p(y | f) = log σ(y f) for the logit Bernoulli with Y in {0, 1} (y = 2Y − 1), at F of Y's
+    shape or with leading quadrature axes: finite with finite derivatives at every f. GPflow's
+    Bernoulli takes log(1 − σ(f)), which is log 0 = −inf once f passes about 37, as it does for a
+    confident point (a posterior mean, or a quadrature node of a wide q(fᵢ)).
+    """
+    return tf.math.log_sigmoid(signed_labels(Y) * F)
+
 
 PERSISTENT_ROUTE = Route(
     "persistent",
@@ -152,41 +163,46 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
         """The site rule at the site parameters that are optimal for q(f) = N(Fmu, Fvar)."""
         return self.site_rule(X, Y, *self.site_update(X, Y, Fmu, Fvar))
 
+    def step_rule(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
+        """
+        The sites whose optimal q(u) a closed-form site step goes through before
+        :meth:`site_update` reads its marginals. By default the model's own sites
+        (:meth:`site_rule`): the step is then coordinate ascent, as for VIJJ's ξ and VITaylor's
+        expansion points. A model may step through other sites with the same fixed point
+        (:class:`~gpflow_fastvi.KLCorrected`'s Newton E-step).
+        """
+        return self.site_rule(X, Y, *site_parameters)
+
     # ----------------------------------------------------------------------------------------------
     # The shared algebra, wired to this model's state.
 
     def _site_parameter_values(self) -> Tuple[tf.Tensor, ...]:
         return tuple(tf.convert_to_tensor(p) for p in self.site_parameters)
 
-    def _sites_on_g(
-        self,
-        X: tf.Tensor,
-        Y: tf.Tensor,
-        site_parameters: Sequence[tf.Tensor],
-        prior_mean: tf.Tensor,
-    ) -> Sites:
-        """The sites of the points (X, Y) moved onto the zero-mean process g = f − μ(X)."""
-        return shift_sites(self.site_rule(X, Y, *site_parameters), prior_mean)
-
     def site_statistics(
         self,
         L: tf.Tensor,
         site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
         projection: Optional[Projection] = None,
+        rule: Optional[Callable[..., Sites]] = None,
     ) -> SiteStatistics:
         """
         The site statistics of all the data (in batches of :attr:`batch_size`).
 
         :param projection: A and diag K̃ of all the data when the caller has them already; only
             without batches (where it saves the projection, the dearest part of a pass).
+        :param rule: the site rule (X, Y, *site parameters) ↦ sites; default :meth:`site_rule`.
         """
         X, Y = self.data
         if site_parameters is None:
             site_parameters = self._site_parameter_values()
+        if rule is None:
+            rule = self.site_rule
 
         def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
             *params, L = rest
-            sites = self._sites_on_g(X, Y, params, self.mean_function(X))
+            # The sites moved onto the zero-mean process g = f − μ(X).
+            sites = shift_sites(rule(X, Y, *params), self.mean_function(X))
             return statistics_from_projection(
                 projection if projection is not None else self.projection(X, L), sites
             )
@@ -262,12 +278,14 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
 
     def update_sites(self, num_updates: int = 1, *, data: None = None) -> tf.Tensor:
         """
-        Closed-form coordinate ascent on the site parameters: ``num_updates`` times, form the optimal
-        q(u) for the current sites and set the site parameters to their optimum for its marginals
-        q(fᵢ). Then store the optimal q(u) for the final sites and return the objective.
-        For a bound (:class:`~gpflow_fastvi.VIJJ`) no update can lower it; for
-        :class:`~gpflow_fastvi.VITaylor`, whose objective moves with its expansion points, the
-        updates are Newton-like steps and the objective need not rise at each of them.
+        Closed-form steps on the site parameters: ``num_updates`` times, form the optimal q(u) for
+        the current sites (:meth:`step_rule`) and set the site parameters to their optimum for its
+        marginals q(fᵢ). Then store the optimal q(u) for the final sites and return the objective.
+        For a bound maximised by coordinate ascent (:class:`~gpflow_fastvi.VIJJ`,
+        :class:`~gpflow_fastvi.KLCorrected` with ``e_step="coordinate"``) no update can lower it;
+        for :class:`~gpflow_fastvi.VITaylor`, whose objective moves with its expansion points, and
+        KLCorrected's default Newton E-step, the updates are Newton steps and the objective need
+        not rise at each of them.
         Hyperparameters are left alone. Without batches the data are projected once for all the
         passes of the call. It is :meth:`adopt` of :meth:`stepped_sites`.
         """
@@ -319,7 +337,11 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
     def _stepped_site_parameters(
         self, L: tf.Tensor, projection: Optional[Projection], num_updates: int
     ) -> Tuple[tf.Tensor, ...]:
-        """The site parameters after ``num_updates`` closed-form steps from the stored ones."""
+        """
+        The site parameters after ``num_updates`` closed-form steps from the stored ones: each
+        step forms the optimal q(u) of the :meth:`step_rule` sites and reads its marginals into
+        :meth:`site_update`.
+        """
         X, Y = self.data
 
         def updated(factors: CollapsedFactors) -> Tuple[tf.Tensor, ...]:
@@ -332,7 +354,8 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
 
         params = self._site_parameter_values()
         for _ in range(num_updates):
-            params = updated(collapsed_factors(self.site_statistics(L, params, projection)))
+            stats = self.site_statistics(L, params, projection, rule=self.step_rule)
+            params = updated(collapsed_factors(stats))
         return params
 
     def _targets_for_likelihood(self, Y: tf.Tensor) -> tf.Tensor:
@@ -373,21 +396,13 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
 
     def _expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """
-        Σᵢ E_q[log p(yᵢ | fᵢ)] over the points (X, Y), by the likelihood's own quadrature.
-
-        For the logit Bernoulli the same Gauss–Hermite rule is applied to a stable log σ(y f):
-        GPflow's Bernoulli takes log(1 − σ(f)), which is log 0 = −inf once a node lies beyond
-        f ≈ 37, as it does for a confident point with a wide q(fᵢ).
+        Σᵢ E_q[log p(yᵢ | fᵢ)] over the points (X, Y), by the likelihood's own quadrature
+        (for the logit Bernoulli the same Gauss–Hermite rule on :func:`logit_log_prob`).
         """
         Fmu, Fvar = self.predict_f(X)
         if not self._logit_bernoulli:
             return tf.reduce_sum(self.likelihood.variational_expectations(X, Fmu, Fvar, Y))
-        signed = signed_labels(Y)
-
-        def log_p(F: tf.Tensor, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-            return tf.math.log_sigmoid(signed * F)
-
-        return tf.reduce_sum(self.likelihood.quadrature(log_p, Fmu, Fvar, X=X, Y=Y))
+        return tf.reduce_sum(self.likelihood.quadrature(logit_log_prob, Fmu, Fvar, Y=Y))
 
     def posterior(
         self, precompute_cache: PrecomputeCacheType = PrecomputeCacheType.TENSOR

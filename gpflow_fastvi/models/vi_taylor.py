@@ -9,8 +9,8 @@ from gpflow.base import Parameter, RegressionData
 from ..inducing import InducingSpec
 from ..sites.taylor import taylor_sites
 from ..types import Route, Sites
-from ..validation import check_scalar_likelihood, signed_labels
-from .base import PERSISTENT_ROUTE, GaussianSitesModel
+from ..validation import check_scalar_likelihood
+from .base import PERSISTENT_ROUTE, GaussianSitesModel, logit_log_prob
 
 
 class VITaylor(GaussianSitesModel):
@@ -107,13 +107,11 @@ class VITaylor(GaussianSitesModel):
 
     def _log_density(self, X: tf.Tensor, Y: tf.Tensor) -> Callable[[tf.Tensor], tf.Tensor]:
         """
-        F ↦ log p(yᵢ | fᵢ) [N]. For the logit Bernoulli it is log σ(yᵢ fᵢ) with yᵢ = ±1, finite
-        with finite derivatives at every f: GPflow's Bernoulli takes log(1 − σ(f)), which rounds to
-        log 0 once a posterior mean passes f ≈ 36, as it does on well-separated data.
+        F ↦ log p(yᵢ | fᵢ) [N]; for the logit Bernoulli in the stable form
+        :func:`~gpflow_fastvi.models.base.logit_log_prob`.
         """
         if self._logit_bernoulli:
-            signed = signed_labels(Y)
-            return lambda F: tf.math.log_sigmoid(signed * F)[:, 0]
+            return lambda F: logit_log_prob(F, Y)[:, 0]
         return lambda F: self.likelihood.log_prob(X, F, Y)
 
     def site_update(

@@ -30,6 +30,14 @@ E_q(fₙ)[log p(yₙ | fₙ)] + H[q(fₙ)] − β Var[fₙ]/2 (:func:`ppa_sites`
 on log p(y) are then the shared Gaussian algebra of these sites and nothing else. At the tilted
 q(fₙ) the local term is log Zₙ + ½ log(2π/β) + gₙ²/(2β) per point (:func:`local_terms`; the first
 two of its terms alone, :func:`tilted_evidence`, are log Zₙ + ½ log(2π/β) + ½ + (gₙ² + hₙ)/(2β)).
+
+**The E-step as an optimisation.** Maximised over q(fₙ), point n's term is log Zₙ(m̄ₙ) − β Var[f̄ₙ]/2
+with m̄ the mean of q(f̄), so the E-steps' fixed point has the mean that maximises
+Σₙ log Zₙ(m̄ₙ) + log p(f̄ = m̄). The paper's update (the sites above, w = β) is Newton's method on
+that function with the curvature −hₙ replaced by its bound β (hₙ ≥ −β, as Var[fₙ] ≥ 0): it never
+lowers the bound and is slow where −hₙ ≪ β. The Taylor sites of log Zₙ
+(:func:`~gpflow_fastvi.sites.taylor.taylor_sites`) make it Newton's method itself, with the same
+fixed point (:meth:`~gpflow_fastvi.KLCorrected.step_rule`).
 """
 
 import math
