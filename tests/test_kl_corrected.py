@@ -8,7 +8,8 @@ from scipy import integrate, stats
 
 from gpflow_fastvi import KLCorrected, fit
 from gpflow_fastvi.exceptions import IncompatibleLikelihoodError, InvalidDataError
-from gpflow_fastvi.sites.ppa import local_terms, tilted_evidence, tilted_moments
+from gpflow_fastvi.sites.ppa import local_terms, newton_sites, tilted_evidence, tilted_moments
+from gpflow_fastvi.sites.taylor import taylor_sites
 
 from .conftest import make_binary_data
 from .reference import log_integral_by_quadrature
@@ -112,6 +113,32 @@ def test_logit_and_poisson_e_steps_by_gauss_hermite_match_quadrature():
         np.testing.assert_allclose(
             [g[i] for g in got], _tilted_by_quad(log_lik, mu[i], beta), rtol=1e-6
         )
+
+
+@pytest.mark.parametrize(
+    "likelihood, Y",
+    [
+        (gpflow.likelihoods.Bernoulli(), [1.0, 0.0, 1.0, 0.0]),
+        (gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid), [1.0, 0.0, 1.0, 0.0]),
+        (gpflow.likelihoods.Poisson(), [2.0, 0.0, 1.0, 5.0]),
+    ],
+)
+def test_newton_sites_from_the_tilted_moments_are_the_taylor_sites_of_log_Z(likelihood, Y):
+    # The Newton E-step reads log Z_n's slope and curvature off the moments instead of
+    # differentiating log Z_n again: the two must be the same sites.
+    mu = tf.constant([[-1.5], [0.3], [2.0], [0.8]], tf.float64)
+    Y = tf.constant(Y, tf.float64)[:, None]
+    beta = tf.constant(1.7, tf.float64)
+
+    def log_Z(m):
+        return likelihood.predict_log_density(tf.zeros_like(m), m, tf.ones_like(m) / beta, Y)
+
+    log_Z_value, f_mean, f_var = tilted_moments(log_Z, mu, beta)
+    evidence = tilted_evidence(log_Z_value, mu, f_mean, f_var, beta)
+    got = newton_sites(f_mean, f_var, evidence, mu, beta)
+    want = taylor_sites(log_Z, mu)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
 
 
 def test_logit_log_normaliser_is_finite_for_confident_points_and_matches_quadrature():

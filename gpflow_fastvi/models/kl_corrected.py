@@ -13,11 +13,11 @@ from ..inducing import InducingSpec
 from ..sites.ppa import (
     LogNormaliser,
     local_terms,
+    newton_sites,
     ppa_sites,
     tilted_evidence,
     tilted_moments,
 )
-from ..sites.taylor import taylor_sites
 from ..types import Route, Sites, SteppedSites
 from ..validation import check_scalar_likelihood
 from .base import PERSISTENT_ROUTE, GaussianSitesModel, logit_log_prob
@@ -238,8 +238,8 @@ class KLCorrected(GaussianSitesModel):
         and each E-step moves m̄ towards its maximiser:
 
         - ``e_step="newton"``: the Taylor sites of log Zₙ at the cavity mean cₙ of the stored
-          q(fₙ), w = −∂² log Zₙ, so the step is Newton's method on that concave function, and
-          converges in a few steps;
+          q(fₙ), w = −∂² log Zₙ, read off its moments (:func:`~gpflow_fastvi.sites.ppa.newton_sites`),
+          so the step is Newton's method on that concave function, and converges in a few steps;
         - ``e_step="coordinate"``: the PPA sites themselves (w = β), the paper's coordinate
           ascent on q(f̄) and q(fₙ). β bounds −∂² log Zₙ, so this is Newton's method with the
           curvature replaced by its bound: it never lowers the bound, and needs hundreds of steps
@@ -247,8 +247,8 @@ class KLCorrected(GaussianSitesModel):
         """
         if self.e_step == "coordinate":
             return self.site_rule(X, Y, f_mean, f_var, f_evidence, cavity_mean)
-        name = f"log Z of {type(self.likelihood).__name__} (the tilted normalisers)"
-        return taylor_sites(self._log_normaliser(X, Y), cavity_mean, name=name)
+        beta = tf.convert_to_tensor(self.beta)
+        return newton_sites(f_mean, f_var, f_evidence, cavity_mean, beta)
 
     def _log_normaliser(self, X: tf.Tensor, Y: tf.Tensor) -> LogNormaliser:
         """

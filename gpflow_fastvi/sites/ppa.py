@@ -35,9 +35,9 @@ two of its terms alone, :func:`tilted_evidence`, are log Zₙ + ½ log(2π/β) +
 with m̄ the mean of q(f̄), so the E-steps' fixed point has the mean that maximises
 Σₙ log Zₙ(m̄ₙ) + log p(f̄ = m̄). The paper's update (the sites above, w = β) is Newton's method on
 that function with the curvature −hₙ replaced by its bound β (hₙ ≥ −β, as Var[fₙ] ≥ 0): it never
-lowers the bound and is slow where −hₙ ≪ β. The Taylor sites of log Zₙ
-(:func:`~gpflow_fastvi.sites.taylor.taylor_sites`) make it Newton's method itself, with the same
-fixed point (:meth:`~gpflow_fastvi.KLCorrected.step_rule`).
+lowers the bound and is slow where −hₙ ≪ β. The Taylor sites of log Zₙ at the cavity mean make it
+Newton's method itself, with the same fixed point (:func:`newton_sites`,
+:meth:`~gpflow_fastvi.KLCorrected.step_rule`).
 """
 
 import math
@@ -145,3 +145,39 @@ def local_terms(f_var: tf.Tensor, evidence: tf.Tensor, beta: tf.Tensor) -> tf.Te
     q(fₙ) is held fixed while the hyperparameters move.
     """
     return tf.reduce_sum(evidence) - 0.5 * beta * tf.reduce_sum(f_var)
+
+
+@check_shapes(
+    "f_mean: [N, 1]",
+    "f_var: [N, 1]",
+    "evidence: [N, 1]",
+    "cavity_mean: [N, 1]",
+    "beta: []",
+    "return.a: [N, 1]",
+    "return.b: [N, 1]",
+    "return.w: [N, 1]",
+)
+def newton_sites(
+    f_mean: tf.Tensor,
+    f_var: tf.Tensor,
+    evidence: tf.Tensor,
+    cavity_mean: tf.Tensor,
+    beta: tf.Tensor,
+) -> Sites:
+    """
+    The Taylor sites of log Zₙ at the cavity mean cₙ (those of
+    :func:`~gpflow_fastvi.sites.taylor.taylor_sites`), read off the tilted q(fₙ) that
+    :func:`tilted_moments` and :func:`tilted_evidence` made at cₙ, so no derivative is taken again:
+
+        gₙ = β (⟨fₙ⟩ − cₙ),    −hₙ = β − β² Var[fₙ],    log Zₙ = evidence − ½ log(2π/β) − β spreadₙ / 2,
+
+    with spreadₙ = (⟨fₙ⟩ − cₙ)² + Var[fₙ]. Exact when ``beta`` is the β the moments were made with;
+    where it is not (β trained since), the step they give is a quasi-Newton step. The curvature is
+    clipped at 0 as in the Taylor sites (a likelihood that is not log-concave).
+    """
+    g = beta * (f_mean - cavity_mean)
+    w = tf.maximum(beta - tf.square(beta) * f_var, 0.0)
+    spread = tf.square(f_mean - cavity_mean) + f_var
+    log_Z = evidence - 0.5 * tf.math.log(2.0 * math.pi / beta) - 0.5 * beta * spread
+    a = log_Z - g * cavity_mean - 0.5 * w * tf.square(cavity_mean)
+    return Sites(a=a, b=g + w * cavity_mean, w=w)
