@@ -191,7 +191,7 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
 
         :param projection: A and diag K̃ of all the data when the caller has them already; only
             without batches (where it saves the projection, the dearest part of a pass).
-        :param rule: the site rule (X, Y, *site parameters) ↦ sites; default :meth:`site_rule`.
+        :param rule: the site rule ``(X, Y, *site_parameters) -> Sites``; default :meth:`site_rule`.
         """
         X, Y = self.data
         if site_parameters is None:

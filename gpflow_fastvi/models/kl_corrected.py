@@ -66,9 +66,10 @@ class KLCorrected(GaussianSitesModel):
     the q(fₙ) of the last accepted iterate (``method="persistent"``,
     :mod:`gpflow_fastvi.training.persistent`, as for :class:`~gpflow_fastvi.VIJJ`): the E-step
     makes the bound's maximum over q(fₙ) and q(f̄) its value, so with q(fₙ) held fixed its gradient
-    is that of the maximised bound. ``method="em"`` is the paper's Algorithm 1 (E-step; L-BFGS-B
-    on the trainable hyperparameters for at most ``maxfun`` evaluations, default 10; until the
-    bound stops changing), one row of the trace per EM iteration, each recorded after the E-step,
+    is that of the maximised bound. ``method="em"`` is the paper's Algorithm 1 (the model's
+    E-step, the paper's own with ``e_step="coordinate"``; L-BFGS-B on the trainable
+    hyperparameters for at most ``maxfun`` evaluations, default 10; until the bound stops
+    changing), one row of the trace per EM iteration, each recorded after the E-step,
     where the two bounds coincide, so that the two choices can be compared row for row; it is the
     route for ``bound="standard"``, which the persistent route refuses.
     :meth:`training_loss` is −(chosen bound), so GPflow's Scipy optimiser runs one full M-step.
