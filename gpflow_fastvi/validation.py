@@ -96,6 +96,13 @@ def positive_int(value: Any, name: str, *, optional: bool = False) -> Optional[i
 # Labels and targets
 
 
+def one_of(value: Any, choices: Tuple[str, ...], name: str) -> str:
+    """``value`` if it is one of ``choices``; otherwise a ``ValueError`` naming ``name``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}; got {value!r}.")
+    return value
+
+
 def binary_labels_to_01(Y: np.ndarray, name: str = "Y") -> np.ndarray:
     """
     Check that ``Y`` holds binary labels in {0, 1} or {−1, +1} and return a new array in {0, 1}, of

@@ -19,7 +19,7 @@ from ..sites.ppa import (
     tilted_moments,
 )
 from ..types import Route, Sites, SteppedSites
-from ..validation import check_scalar_likelihood
+from ..validation import check_scalar_likelihood, one_of
 from .base import PERSISTENT_ROUTE, GaussianSitesModel, logit_log_prob
 
 BOUNDS = ("kl_corrected", "standard")
@@ -190,9 +190,7 @@ class KLCorrected(GaussianSitesModel):
 
     @bound.setter
     def bound(self, value: str) -> None:
-        if value not in BOUNDS:
-            raise ValueError(f"bound must be one of {BOUNDS}; got {value!r}.")
-        self._bound = value
+        self._bound = one_of(value, BOUNDS, "bound")
 
     @property
     def e_step(self) -> str:
@@ -201,9 +199,7 @@ class KLCorrected(GaussianSitesModel):
 
     @e_step.setter
     def e_step(self, value: str) -> None:
-        if value not in E_STEPS:
-            raise ValueError(f"e_step must be one of {E_STEPS}; got {value!r}.")
-        self._e_step = value
+        self._e_step = one_of(value, E_STEPS, "e_step")
 
     # ----------------------------------------------------------------------------------------------
     # The PPA site rule.

@@ -169,15 +169,15 @@ def newton_sites(
     :func:`~gpflow_fastvi.sites.taylor.taylor_sites`), read off the tilted q(fₙ) that
     :func:`tilted_moments` and :func:`tilted_evidence` made at cₙ, so no derivative is taken again:
 
-        gₙ = β (⟨fₙ⟩ − cₙ),    −hₙ = β − β² Var[fₙ],    log Zₙ = evidence − ½ log(2π/β) − β spreadₙ / 2,
+        gₙ = β (⟨fₙ⟩ − cₙ),    −hₙ = β − β² Var[fₙ],
 
-    with spreadₙ = (⟨fₙ⟩ − cₙ)² + Var[fₙ]. Exact when ``beta`` is the β the moments were made with;
+    and log Zₙ from the evidence, which :func:`tilted_evidence` makes log Zₙ plus terms free of
+    it. Exact when ``beta`` is the β the moments were made with;
     where it is not (β trained since), the step they give is a quasi-Newton step. The curvature is
     clipped at 0 as in the Taylor sites (a likelihood that is not log-concave).
     """
     g = beta * (f_mean - cavity_mean)
     w = tf.maximum(beta - tf.square(beta) * f_var, 0.0)
-    spread = tf.square(f_mean - cavity_mean) + f_var
-    log_Z = evidence - 0.5 * tf.math.log(2.0 * math.pi / beta) - 0.5 * beta * spread
+    log_Z = evidence - tilted_evidence(tf.zeros_like(evidence), cavity_mean, f_mean, f_var, beta)
     a = log_Z - g * cavity_mean - 0.5 * w * tf.square(cavity_mean)
     return Sites(a=a, b=g + w * cavity_mean, w=w)
