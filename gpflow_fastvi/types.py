@@ -10,7 +10,7 @@ q(u) and the collapsed bound.
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple, Tuple
+from typing import Any, Mapping, NamedTuple
 
 import tensorflow as tf
 
@@ -47,19 +47,21 @@ class SiteStatistics(NamedTuple):
 
 class SteppedSites(NamedTuple):
     """
-    A model's sites after some closed-form steps, with the q(u) and objective that go with them:
-    what an optimiser evaluates at a trial θ and makes the model's own at an accepted one
+    The outcome of some closed-form site steps from a model's q(u): the objective of the last
+    sites read and the q(u) that is optimal for them; what an optimiser evaluates at a trial θ and
+    makes the model's own at an accepted one
     (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.stepped_sites`).
     """
 
     objective: tf.Tensor
-    """The model's objective at the stepped sites, a scalar (its gradient holds the sites fixed)."""
-    site_parameters: Tuple[tf.Tensor, ...]
-    """The stepped site parameters, each [N, 1]."""
+    """The objective of the last sites read, a scalar (its gradient holds their local parameters fixed)."""
     q_mu: tf.Tensor
     """The optimal q(u)'s mean for them, [M, 1], stored as the model stores ``q_mu``."""
     q_sqrt: tf.Tensor
     """Its Cholesky factor, [1, M, M], stored as the model stores ``q_sqrt``."""
+    L: tf.Tensor
+    """The Cholesky factor of Kmm at the hyperparameters of the steps, [M, M]: the frame of a
+    whitened q(u)."""
 
 
 @dataclass(frozen=True)

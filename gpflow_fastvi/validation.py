@@ -92,6 +92,16 @@ def positive_int(value: Any, name: str, *, optional: bool = False) -> Optional[i
     return int(value)
 
 
+def check_num_data(num_data: Any, rows: int) -> int:
+    """``num_data`` for a model that holds ``rows`` points: ``rows`` itself, or an error if it differs."""
+    if num_data is not None and (isinstance(num_data, bool) or num_data != rows):
+        raise ValueError(
+            f"num_data={num_data!r} but the data given to the model have {rows} rows; leave "
+            "num_data out when the model holds its data."
+        )
+    return rows
+
+
 # --------------------------------------------------------------------------------------------------
 # Labels and targets
 

@@ -261,7 +261,7 @@ fig.tight_layout()
 # %%
 X_t, Y_t = probit.data
 _, _, h_trained = log_density_derivatives(
-    lambda F: probit.likelihood.log_prob(X_t, F, Y_t), tf.convert_to_tensor(probit.xi)
+    lambda F: probit.likelihood.log_prob(X_t, F, Y_t), probit.site_parameters()[0]
 )
 clipped = int(np.sum(h_trained.numpy() > 0))
 print(f"training points with a clipped site (h > 0 at ξ): {clipped} of {probit.num_data}")
@@ -312,7 +312,8 @@ def fit_with_history(model):
     """fv.fit, with the SVGP ELBO and the largest ξᵢ recorded before training and after each row."""
 
     def record(m):
-        return {"elbo": float(m.elbo()), "max_xi": float(np.max(m.xi.numpy()))}
+        (xi,) = m.site_parameters()
+        return {"elbo": float(m.elbo()), "max_xi": float(np.max(xi.numpy()))}
 
     start = dict(iteration=0, time=0.0, **record(model))
     trace = fv.fit(model, callback=record)  # cheap in 1-D: run to convergence even when QUICK

@@ -143,7 +143,9 @@ def test_logit_expansion_points_converge_to_the_posterior_mean(binary_data):
     model.update_sites(100)
     X, _ = model.data
     Fmu, _ = model.predict_f(X)
-    np.testing.assert_allclose(model.xi, Fmu, atol=1e-8)  # ξ = E_q[f]: a fixed point
+    np.testing.assert_allclose(model.site_parameters()[0], Fmu, atol=1e-12)  # ξ read as E_q[f]
+    model.update_sites(1)
+    np.testing.assert_allclose(model.predict_f(X)[0], Fmu, atol=1e-8)  # ξ = E_q[f]: a fixed point
     # Near the fixed point, the approximation is close to the true ELBO (here within 0.5 %).
     assert abs(float(model.elbo()) + float(model.training_loss())) < 5e-3 * abs(float(model.elbo()))
 
@@ -184,7 +186,9 @@ def test_bad_likelihoods_methods_and_targets_raise(binary_data, rng):
     model = fv.VITaylor(binary_data, kernel, 5)
     with pytest.raises(ValueError, match=r"method must be one of \['analytic', 'persistent'\]"):
         fv.fit(model, method="full")
-    assert not model.xi.trainable
+    assert {id(v) for v in model.trainable_variables} == {
+        id(v) for v in model.kernel.trainable_variables
+    }
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from .natural import (
     q_from_natural,
     site_target,
     sites_elbo,
+    stored_q,
     whitened_q,
 )
 from .optimal_q import optimal_marginals, optimal_q
@@ -63,6 +64,7 @@ __all__ = [
     "site_target",
     "sites_elbo",
     "statistics_from_projection",
+    "stored_q",
     "sum_over_batches",
     "triangular_inverse",
     "unexplained_variance",

@@ -64,6 +64,20 @@ def whitened_q(
 
 
 @check_shapes(
+    "m: [M, 1]",
+    "R: [M, M]",
+    "L: [M, M]",
+    "return[0]: [M, 1]",
+    "return[1]: [1, M, M]",
+)
+def stored_q(m: tf.Tensor, R: tf.Tensor, L: tf.Tensor, whiten: bool) -> Tuple[tf.Tensor, tf.Tensor]:
+    """The inverse of :func:`whitened_q`: q(v) = N(m, R Rᵀ) as GPflow's ``(q_mu, q_sqrt)``."""
+    if whiten:
+        return m, R[None]
+    return tf.linalg.matmul(L, m), tf.linalg.matmul(L, R)[None]
+
+
+@check_shapes(
     "A: [M, N]",
     "Ktilde_diag: [N]",
     "m: [M, 1]",

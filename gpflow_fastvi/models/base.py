@@ -1,14 +1,28 @@
 """
-:class:`GaussianSitesModel`: the state and plumbing every data-holding Gaussian-site model shares.
+:class:`GaussianSitesModel`: the state and plumbing every Gaussian-site model with a closed-form
+step shares.
 
-A subclass supplies only its site rule (the site parameters it owns, how they give sites, and their
-closed-form update from q(f)) and its training routes; everything else — statistics, collapsed
-bound, optimal q(u), the SVGP yardstick ELBO and predictions — is the shared algebra of
-:mod:`gpflow_fastvi.gaussian`, reached through the protocol of :mod:`gpflow_fastvi.models.protocol`.
+A subclass supplies only its site rule (the local parameters of a point's site, how they give
+the site, and their closed-form value for a q(f)) and its training routes; everything else —
+statistics, collapsed bound, optimal q(u), the SVGP yardstick ELBO and predictions — is the shared
+algebra of :mod:`gpflow_fastvi.gaussian`, reached through the protocol of
+:mod:`gpflow_fastvi.models.protocol`.
+
+**State.** Like :class:`gpflow.models.SVGP`, a model is its hyperparameters θ and q(u) =
+N(``q_mu``, ``q_sqrt`` ``q_sqrt``ᵀ), nothing else: the sites' local parameters (ξ, the expansion
+points, the tilted q(fₙ)) are a function of q(u) and are recomputed, point by point, during each
+pass over the data. A model therefore needs no memory proportional to the number of points, and
+the data can come with each call.
+
+**One pass.** For each point: the marginal q(fₙ) of the current q(u), the local parameters that
+are optimal for it, the site, and its contribution to the statistics Σ aₙ, A W Aᵀ and A b; then
+the optimal q(u) for those sites in closed form. That is a closed-form site step
+(:meth:`GaussianSitesModel.update_sites`), and the objective of the sites it read is the collapsed
+bound of the same statistics.
 """
 
 import abc
-from typing import Callable, Optional, Tuple
+from typing import Any, Callable, ClassVar, Optional, Tuple
 
 import gpflow
 import numpy as np
@@ -16,21 +30,18 @@ import tensorflow as tf
 from check_shapes import inherit_check_shapes
 from gpflow.base import InputData, MeanAndVariance, Parameter, RegressionData
 from gpflow.models import GPModel
-from gpflow.models.training_mixins import InternalDataTrainingLossMixin
 from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from gpflow.utilities import triangular
 
+from ..exceptions import IncompatibleLikelihoodError
 from ..gaussian import (
     CollapsedBound,
-    CollapsedFactors,
-    Projection,
     collapsed_bound,
     collapsed_factors,
     expected_sites,
     kl_to_prior,
     map_over_batches,
     marginals,
-    optimal_marginals,
     optimal_q,
     shift_sites,
     statistics_from_projection,
@@ -42,12 +53,16 @@ from ..types import Route, Sites, SiteStatistics, SteppedSites
 from ..validation import (
     as_float_array,
     check_data,
+    check_num_data,
     is_logit_bernoulli,
     positive_int,
     signed_labels,
     targets_for_likelihood,
 )
-from .protocol import SiteModel
+from .protocol import SiteModel, mini_batch_step_size
+
+SiteParameters = Tuple[tf.Tensor, ...]
+"""The local parameters of a set of points' sites, each [N, 1] (ξ for Jaakkola–Jordan)."""
 
 
 def logit_log_prob(F: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
@@ -64,67 +79,183 @@ PERSISTENT_ROUTE = Route(
     "persistent",
     options={"n_upd": 2},
     description="one L-BFGS-B run over θ for the whole fit; each evaluation takes n_upd "
-    "closed-form site steps from the sites of the last accepted iterate",
+    "closed-form site steps from the q(u) of the last accepted iterate",
 )
 """The persistent route (:mod:`gpflow_fastvi.training.persistent`), the same for every model whose
 sites have a closed-form step and whose objective is that of :meth:`GaussianSitesModel.stepped_sites`."""
 
 
-class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, metaclass=abc.ABCMeta):
+def _looks_like_data(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and len(value) == 2
+
+
+class DataFirstForm(abc.ABCMeta):
+    """
+    The metaclass that accepts a model's SGPR-like, data-first call as well as SVGP's:
+    ``VIJJ((X, Y), kernel, Z)`` is ``VIJJ(kernel, Z=..., data=(X, Y))`` with the positional
+    arguments after the data named by the class's ``data_first_positional``. Every keyword means
+    the same in both forms; nothing else is translated.
+    """
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if not (args and _looks_like_data(args[0])):
+            return super().__call__(*args, **kwargs)
+        names: Tuple[str, ...] = cls.data_first_positional  # type: ignore[attr-defined]
+        rest = args[1:]
+        if len(rest) > len(names):
+            raise TypeError(
+                f"{cls.__name__}(data, {', '.join(names)}, *, ...) takes {len(names) + 1} "
+                f"positional arguments in its data-first form; got {len(args)}."
+            )
+        for name, value in zip(names, rest):
+            if name in kwargs:
+                raise TypeError(f"{cls.__name__}() got multiple values for argument {name!r}.")
+            kwargs[name] = value
+        if "data" in kwargs:
+            raise TypeError(f"{cls.__name__}() got the data both first and as data=.")
+        return super().__call__(data=args[0], **kwargs)
+
+
+class _QFrame:
+    """
+    Where a whitened q(u) was last set in closed form: the Cholesky factor L of Kmm at those
+    hyperparameters, and copies of the ``q_mu`` and ``q_sqrt`` it was set to. The sites of a
+    whitened q(v) are read with u = L_frame v, so that q(u) is held fixed in u-space while an
+    optimiser tries other hyperparameters: read with u = L(θ) v, as SVGP reads it, a trial
+    kernel variance ten times larger would make every mean of q(f), and VITaylor's expansion
+    points with them, three times larger. When ``q_mu`` or ``q_sqrt`` has been changed since (a
+    restored checkpoint, an assignment), the frame no longer belongs to it and q(v) is read at
+    the current hyperparameters, as SVGP reads it.
+
+    A plain object, not a :class:`tf.Module`: its variables are scratch state of the training
+    step, not part of the model, so they are neither trainable nor written to checkpoints, which
+    therefore hold exactly SVGP's variables.
+    """
+
+    def __init__(self, num_inducing: int):
+        dtype = gpflow.config.default_float()
+        not_yet = np.full((num_inducing, 1), np.nan)  # equal to no q_mu: no frame yet
+        self.L = tf.Variable(np.eye(num_inducing), dtype=dtype, trainable=False)
+        self.q_mu = tf.Variable(not_yet, dtype=dtype, trainable=False)
+        self.q_sqrt = tf.Variable(np.eye(num_inducing)[None], dtype=dtype, trainable=False)
+
+    def set(self, L: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
+        self.L.assign(L)
+        self.q_mu.assign(q_mu)
+        self.q_sqrt.assign(q_sqrt)
+
+    def whitened(
+        self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """q(v) = N(m, R Rᵀ) in the frame of ``L`` for the stored whitened ``(q_mu, q_sqrt)``."""
+        current = tf.reduce_all(tf.equal(self.q_mu, q_mu)) & tf.reduce_all(
+            tf.equal(self.q_sqrt, q_sqrt)
+        )
+        # L⁻¹ L_frame maps v of the frame to v of L (lower triangular, so R stays so).
+        T = tf.cond(
+            current,
+            lambda: tf.linalg.triangular_solve(L, tf.convert_to_tensor(self.L), lower=True),
+            lambda: tf.eye(tf.shape(L)[0], dtype=L.dtype),
+        )
+        return tf.linalg.matmul(T, q_mu), tf.linalg.matmul(T, q_sqrt[0])
+
+
+class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
     r"""
     Base class of sparse GP models whose likelihood is replaced by Gaussian sites
-    aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2, holding their data like :class:`gpflow.models.SGPR`.
+    aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2 with a closed-form step, built like :class:`gpflow.models.SVGP` and
+    trained with the data per call, or holding their data like :class:`gpflow.models.SGPR`.
 
     Notation (as in the papers and :mod:`gpflow_fastvi.gaussian`): X [N, D] inputs, Y [N, 1]
     targets, Z [M, D] inducing inputs, u = f(Z), Kmm = L Lᵀ, A = L⁻¹ Kmn, B = I + A W Aᵀ = LB LBᵀ.
 
-    State: the kernel and mean-function hyperparameters θ and the site parameters (for example ξ)
-    define the model; ``q_mu`` and ``q_sqrt`` hold q(u) exactly as in :class:`gpflow.models.SVGP`
-    (whitened when ``whiten=True``) and are set in closed form to the optimum for the current θ and
-    site parameters by :meth:`update_q`, by :meth:`training_loss` and by
-    :func:`gpflow_fastvi.fit`. They are not trainable: an optimiser never moves them.
+    **Two ways to build one.** SVGP's signature, ``Model(kernel, likelihood, Z, num_data=N)``,
+    then every data-taking method is called with the data: ``training_loss((X, Y))``,
+    ``training_loss_closure((X, Y))``, ``elbo((X, Y))``, ``fit(model, (X, Y))``. Or the
+    SGPR-like form with the data first, ``Model((X, Y), kernel, ...)`` (or ``data=(X, Y)``), in
+    which the model holds the data, the methods are called without it, and the inducing inputs
+    may be an int M (k-means centres of X) or ``None`` (Z = X, the full GP).
 
-    A subclass provides :attr:`site_parameters`, :meth:`site_rule` and :meth:`site_update` (its site
-    rule) and its ``training_routes``; the protocol of :class:`~gpflow_fastvi.models.protocol.SiteModel`
+    **State.** The kernel and mean-function hyperparameters θ, and ``q_mu`` and ``q_sqrt``, which
+    hold q(u) exactly as in :class:`gpflow.models.SVGP` (whitened when ``whiten=True``). The
+    sites' local parameters are recomputed from q(u) in every pass (module docstring). ``q_mu``
+    and ``q_sqrt`` are not trainable: they are set in closed form, by every evaluation of
+    :meth:`training_loss`, by :meth:`update_sites` and by :func:`gpflow_fastvi.fit`.
+
+    A subclass provides :meth:`site_update` and :meth:`site_rule` (its site rule) and its
+    ``training_routes``; the protocol of :class:`~gpflow_fastvi.models.protocol.SiteModel`
     follows from them.
     """
 
+    data_first_positional: ClassVar[Tuple[str, ...]] = ("kernel", "inducing_variable")
+    """The names of the positional arguments after the data in the data-first form."""
+
     def __init__(
         self,
-        data: RegressionData,
         kernel: gpflow.kernels.Kernel,
-        likelihood: gpflow.likelihoods.Likelihood,
-        inducing_variable: Optional[InducingSpec],
+        likelihood: Optional[gpflow.likelihoods.Likelihood] = None,
+        inducing_variable: Optional[InducingSpec] = None,
         *,
         mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
+        num_latent_gps: int = 1,
+        q_diag: bool = False,
         whiten: bool = True,
+        num_data: Optional[int] = None,
+        data: Optional[RegressionData] = None,
         train_inducing: bool = False,
         batch_size: Optional[int] = None,
         kmeans_seed: int = 0,
     ):
         """
-        :param data: ``(X, Y)`` with X [N, D] and Y [N, 1]. Copied; the caller's arrays are untouched.
-        :param inducing_variable: a GPflow inducing variable, an array Z [M, D], an int M for M
-            k-means centres of X (seeded by ``kmeans_seed``), or ``None`` for inducing inputs at the
-            data themselves, Z = X: the full GP, O(N³) per pass.
+        :param kernel: a GPflow kernel for one latent function.
+        :param likelihood: a GPflow likelihood the site rule supports (:meth:`checked_likelihood`);
+            ``None`` for the model's default.
+        :param inducing_variable: a GPflow inducing variable or an array Z [M, D]; with ``data``
+            also an int M for M k-means centres of X (seeded by ``kmeans_seed``), or ``None`` for
+            inducing inputs at the data themselves, Z = X: the full GP, O(N³) per pass.
+        :param num_latent_gps: must be 1 (one latent function).
+        :param q_diag: must be ``False``: the closed-form q(u) has a full covariance.
         :param whiten: store q(u) whitened by chol(Kmm), as :class:`gpflow.models.SVGP` does by default.
+        :param num_data: the number of training points, as in SVGP: a call with fewer rows is a
+            mini-batch (:meth:`training_loss`). ``None`` (the default) takes every call's data to
+            be all of it.
+        :param data: ``(X, Y)`` with X [N, D] and Y [N, 1] for the SGPR-like form, in which the
+            model holds its data. Copied; the caller's arrays are untouched.
         :param train_inducing: optimise the inducing inputs with the hyperparameters. Off by default:
             the papers keep them fixed at k-means centres.
         :param batch_size: accumulate the site statistics over batches of this many points, so that
             memory is O(batch_size · M) instead of O(N · M); ``None`` processes all points at once.
         """
-        X, Y = check_data(data)
-        Y = targets_for_likelihood(likelihood, Y)
+        if not isinstance(kernel, gpflow.kernels.Kernel):
+            raise TypeError(
+                f"{type(self).__name__} takes a GPflow kernel first (SVGP's signature), or the data "
+                f"(X, Y) first (the data-holding form); got {type(kernel).__name__}."
+            )
+        if isinstance(kernel, gpflow.kernels.MultioutputKernel) or num_latent_gps != 1:
+            raise IncompatibleLikelihoodError(
+                f"{type(self).__name__} is for one latent function (binary classification or a "
+                "scalar likelihood such as Poisson): it takes a single-output kernel and "
+                f"num_latent_gps=1; got {type(kernel).__name__} with num_latent_gps={num_latent_gps}."
+            )
+        if q_diag:
+            raise ValueError(
+                f"{type(self).__name__} needs q_diag=False: its closed-form q(u) has a full covariance."
+            )
+        likelihood = self.checked_likelihood(likelihood)
         batch_size = positive_int(batch_size, "batch_size", optional=True)
-        if inducing_variable is None:  # the full GP: u = f(X)
-            inducing_variable = gpflow.inducing_variables.InducingPoints(X.copy())
-        else:
-            inducing_variable = make_inducing_variable(inducing_variable, X, seed=kmeans_seed)
+        X = None
+        if data is not None:
+            X, Y = check_data(data)
+            Y = targets_for_likelihood(likelihood, Y)
+            num_data = check_num_data(num_data, X.shape[0])
+        elif num_data is not None:
+            num_data = positive_int(num_data, "num_data")
+        inducing_variable = self._inducing_variable(inducing_variable, X, kmeans_seed)
         super().__init__(kernel, likelihood, mean_function, num_latent_gps=1)
         # Decided once, eagerly: the link is checked numerically, which a traced elbo() cannot do.
         self._logit_bernoulli = is_logit_bernoulli(likelihood)
-        self.data = gpflow.models.util.data_input_to_tensor((X, Y))
-        self.num_data = X.shape[0]
+        self.data = None if X is None else gpflow.models.util.data_input_to_tensor((X, Y))
+        self.num_data = num_data
         self.inducing_variable = inducing_variable
         gpflow.set_trainable(self.inducing_variable, train_inducing)
         self.whiten = whiten
@@ -140,96 +271,333 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
             dtype=gpflow.config.default_float(),
             trainable=False,
         )
+        self._q_frame = _QFrame(M) if whiten else None
+
+    def _inducing_variable(
+        self, inducing_variable: Optional[InducingSpec], X: Optional[np.ndarray], seed: int
+    ) -> gpflow.inducing_variables.InducingVariables:
+        name = type(self).__name__
+        if X is None:
+            if inducing_variable is None or (
+                isinstance(inducing_variable, (int, np.integer))
+                and not isinstance(inducing_variable, bool)
+            ):
+                raise ValueError(
+                    f"{name}(kernel, likelihood, inducing_variable, ...) needs the inducing inputs "
+                    "as a GPflow inducing variable or an array Z [M, D]; an int M (k-means "
+                    f"centres) or None (Z = X) needs the data: {name}((X, Y), kernel, ...)."
+                )
+            if isinstance(inducing_variable, gpflow.inducing_variables.InducingVariables):
+                return inducing_variable
+            Z = as_float_array(inducing_variable, "inducing inputs Z")
+            return gpflow.inducing_variables.InducingPoints(Z)
+        if inducing_variable is None:  # the full GP: u = f(X)
+            return gpflow.inducing_variables.InducingPoints(X.copy())
+        return make_inducing_variable(inducing_variable, X, seed=seed)
 
     # ----------------------------------------------------------------------------------------------
     # What a subclass provides: its site rule.
 
-    @property
+    @classmethod
     @abc.abstractmethod
-    def site_parameters(self) -> Tuple[Parameter, ...]:
-        """The per-point site parameters, each [N, 1] (ξ for Jaakkola–Jordan)."""
-
-    @abc.abstractmethod
-    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
-        """Sites (a, b, w) on f at inputs X with targets Y (as stored in :attr:`data`)."""
+    def checked_likelihood(
+        cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
+    ) -> gpflow.likelihoods.Likelihood:
+        """
+        ``likelihood`` if the site rule supports it (the model's default for ``None``); else an
+        :class:`~gpflow_fastvi.exceptions.IncompatibleLikelihoodError` that says what to use.
+        """
 
     @abc.abstractmethod
     def site_update(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
-    ) -> Tuple[tf.Tensor, ...]:
-        """The site parameters that are optimal for q(f) = N(Fmu, Fvar) at the points X."""
+    ) -> SiteParameters:
+        """The local site parameters that are optimal for q(f) = N(Fmu, Fvar) at the points X."""
 
-    def local_sites(self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Sites:
-        """The site rule at the site parameters that are optimal for q(f) = N(Fmu, Fvar)."""
-        return self.site_rule(X, Y, *self.site_update(X, Y, Fmu, Fvar))
+    @abc.abstractmethod
+    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
+        """Sites (a, b, w) on f at inputs X with targets Y for the given local parameters."""
 
     def step_rule(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
         """
-        The sites whose optimal q(u) a closed-form site step goes through before
-        :meth:`site_update` reads its marginals. By default the model's own sites
-        (:meth:`site_rule`): the step is then coordinate ascent, as for VIJJ's ξ and VITaylor's
-        expansion points. A model may step through other sites with the same fixed point
-        (:class:`~gpflow_fastvi.KLCorrected`'s Newton E-step).
+        The sites whose optimal q(u) a closed-form step goes through when further steps follow
+        it. By default the model's own sites (:meth:`site_rule`): the step is then coordinate
+        ascent, as for VIJJ's ξ and VITaylor's expansion points. A model may step through other
+        sites with the same fixed point (:class:`~gpflow_fastvi.KLCorrected`'s Newton E-step).
         """
         return self.site_rule(X, Y, *site_parameters)
 
+    def local_sites(self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Sites:
+        """The site rule at the local parameters that are optimal for q(f) = N(Fmu, Fvar)."""
+        return self.site_rule(X, Y, *self.site_update(X, Y, Fmu, Fvar))
+
     # ----------------------------------------------------------------------------------------------
-    # The shared algebra, wired to this model's state.
+    # The data of a call.
 
-    def _site_parameter_values(self) -> Tuple[tf.Tensor, ...]:
-        return tuple(tf.convert_to_tensor(p) for p in self.site_parameters)
+    def training_data(self, data: Optional[RegressionData] = None) -> Tuple[tf.Tensor, tf.Tensor]:
+        """
+        The data a call works on, as tensors: ``data`` checked and its targets converted to the
+        likelihood's convention as at construction (symbolic tensors, inside a compiled function,
+        are taken as they are), or the data the model holds when ``data`` is ``None``.
+        """
+        if data is None:
+            if self.data is None:
+                name = type(self).__name__
+                raise ValueError(
+                    f"This {name} was built without data: pass it to the call, e.g. "
+                    f"training_loss((X, Y)) or fit(model, (X, Y)), or build the model with it, "
+                    f"{name}((X, Y), kernel, ...)."
+                )
+            return self.data
+        if not _looks_like_data(data):
+            raise TypeError(
+                f"data must be a tuple (X, Y) with X [N, D] and Y [N, 1]; got {type(data).__name__}."
+            )
+        X, Y = data
+        if any(tf.is_tensor(t) and not hasattr(t, "numpy") for t in (X, Y)):
+            return tf.convert_to_tensor(X), tf.convert_to_tensor(Y)
+        X, Y = check_data((X, Y))
+        Y = targets_for_likelihood(self.likelihood, Y)
+        Z = getattr(self.inducing_variable, "Z", None)
+        if Z is not None and X.shape[1] != Z.shape[-1]:
+            raise ValueError(
+                f"X has {X.shape[1]} columns; the model's inducing inputs have {Z.shape[-1]}."
+            )
+        return tf.constant(X), tf.constant(Y)
 
-    def site_statistics(
+    def _is_mini_batch(self, X: tf.Tensor) -> bool:
+        """Whether a call's X is a mini-batch: fewer rows than ``num_data``, or rows unknown."""
+        if self.num_data is None:
+            return False
+        rows = X.shape[0]
+        return rows is None or rows < self.num_data
+
+    # ----------------------------------------------------------------------------------------------
+    # q(u), read and stored.
+
+    def current_whitened_q(self, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        """
+        The stored q(u) as q(v) = N(m, R Rᵀ) for u = L v, held fixed in u-space since it was set
+        (:class:`_QFrame`): what a step reads the sites off.
+        """
+        if self._q_frame is None:
+            return whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
+        return self._q_frame.whitened(
+            tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt), L
+        )
+
+    def store_q(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor) -> None:
+        """Assign ``q_mu`` and ``q_sqrt`` (in the stored frame), set at the hyperparameters of ``L``."""
+        self.q_mu.assign(q_mu)
+        self.q_sqrt.assign(q_sqrt)
+        if self._q_frame is not None:
+            self._q_frame.set(L, q_mu, q_sqrt)
+
+    # ----------------------------------------------------------------------------------------------
+    # One pass over the data, and closed-form steps.
+
+    def _pass_statistics(
         self,
+        X: tf.Tensor,
+        Y: tf.Tensor,
         L: tf.Tensor,
-        site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
-        projection: Optional[Projection] = None,
-        rule: Optional[Callable[..., Sites]] = None,
+        m: tf.Tensor,
+        R: tf.Tensor,
+        rule: Callable[..., Sites],
+        projection: Optional[Any] = None,
     ) -> SiteStatistics:
         """
-        The site statistics of all the data (in batches of :attr:`batch_size`).
+        One pass (module docstring): the statistics of the sites, by ``rule``, whose local
+        parameters are optimal for the marginals of q(v) = N(m, R Rᵀ) (whitened), in batches of
+        :attr:`batch_size`. Differentiable in θ with the local parameters held fixed.
 
-        :param projection: A and diag K̃ of all the data when the caller has them already; only
-            without batches (where it saves the projection, the dearest part of a pass).
-        :param rule: the site rule ``(X, Y, *site_parameters) -> Sites``; default :meth:`site_rule`.
+        :param projection: A and diag K̃ of all the data when the caller has them already
+            (without batches, where it saves the projection, the dearest part of a pass).
         """
-        X, Y = self.data
-        if site_parameters is None:
-            site_parameters = self._site_parameter_values()
-        if rule is None:
-            rule = self.site_rule
+
+        def batch_statistics(
+            X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, m: tf.Tensor, R: tf.Tensor
+        ) -> SiteStatistics:
+            batch_projection = projection if projection is not None else self.projection(X, L)
+            prior_mean = self.mean_function(X)
+            Gmu, Fvar = marginals(
+                tf.stop_gradient(batch_projection.A),
+                tf.stop_gradient(batch_projection.Ktilde_diag),
+                m,
+                R,
+            )
+            params = self.site_update(X, Y, tf.stop_gradient(Gmu + prior_mean), Fvar)
+            params = tuple(tf.stop_gradient(p) for p in params)
+            # The sites moved onto the zero-mean process g = f − μ(X).
+            sites = shift_sites(rule(X, Y, *params), prior_mean)
+            return statistics_from_projection(batch_projection, sites)
+
+        m, R = tf.stop_gradient(m), tf.stop_gradient(R)
+        return sum_over_batches(batch_statistics, (X, Y), self.batch_size, (L, m, R))
+
+    def _stepped(self, X: tf.Tensor, Y: tf.Tensor, num_updates: int) -> SteppedSites:
+        """
+        :meth:`stepped_sites` on the data (X, Y): ``num_updates`` passes from the stored q(u),
+        sharing one Kmm factor and (without batches) one projection; every pass but the last
+        goes through :meth:`step_rule`, the last through :meth:`site_rule`, whose statistics give
+        the objective and the new q(u).
+        """
+        num_updates = positive_int(num_updates, "num_updates")
+        L = self.Kmm_cholesky()
+        projection = self.projection(X, L) if self.batch_size is None else None
+        m, R = self.current_whitened_q(L)
+        for step in range(num_updates):
+            last = step == num_updates - 1
+            rule = self.site_rule if last else self.step_rule
+            stats = self._pass_statistics(X, Y, L, m, R, rule, projection)
+            factors = collapsed_factors(stats)
+            if not last:
+                m, R = optimal_q(factors, L, whiten=True)
+                R = R[0]
+        q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
+        return SteppedSites(
+            objective=collapsed_bound(stats, factors).total,
+            q_mu=tf.stop_gradient(q_mu),
+            q_sqrt=tf.stop_gradient(q_sqrt),
+            L=tf.stop_gradient(L),
+        )
+
+    def stepped_sites(
+        self, num_updates: int, data: Optional[RegressionData] = None
+    ) -> SteppedSites:
+        """
+        ``num_updates`` closed-form site steps from the *stored* q(u), each a pass over the data
+        that reads the sites off the current q(u) and forms the optimal q(u) for them, with the
+        objective of the last sites read (the collapsed bound, for which the returned q(u) is
+        optimal). Nothing is assigned (:meth:`adopt` does that), so an optimiser may evaluate it at
+        trial hyperparameters and keep the model at its last accepted state.
+
+        The objective's gradient holds the last sites' local parameters fixed. For a bound
+        maximised over them (VIJJ) that is the gradient of the maximum, by the envelope theorem,
+        as the steps approach the sites' optimum; for Taylor sites it is the gradient at fixed
+        expansion points, as in vi-Taylor's own L-BFGS-B stage.
+        """
+        X, Y = self.training_data(data)
+        return self._stepped(X, Y, num_updates)
+
+    def adopt(self, stepped: SteppedSites) -> None:
+        """Make the q(u) of :meth:`stepped_sites` the model's own."""
+        self.store_q(stepped.q_mu, stepped.q_sqrt, stepped.L)
+
+    def update_sites(
+        self, num_updates: int = 1, *, data: Optional[RegressionData] = None
+    ) -> tf.Tensor:
+        """
+        ``num_updates`` closed-form site steps (:meth:`stepped_sites`), stored; returns the
+        objective of the last sites read, for which the stored q(u) is optimal. For a bound
+        maximised by coordinate ascent (:class:`~gpflow_fastvi.VIJJ`,
+        :class:`~gpflow_fastvi.KLCorrected` with ``e_step="coordinate"``) no step can lower it;
+        for :class:`~gpflow_fastvi.VITaylor`, whose objective moves with its expansion points,
+        and KLCorrected's Newton E-step, the steps are Newton steps and the objective need not
+        rise at each of them. Hyperparameters are left alone.
+        """
+        X, Y = self.training_data(data)
+        stepped = self._stepped(X, Y, num_updates)
+        self.adopt(stepped)
+        return stepped.objective
+
+    # ----------------------------------------------------------------------------------------------
+    # Sites held fixed: the paper's alternating schemes.
+
+    def site_parameters(self, data: Optional[RegressionData] = None) -> SiteParameters:
+        """
+        The sites' local parameters for the stored q(u), each [N, 1], computed batch by batch:
+        what the paper's alternating schemes hold fixed while L-BFGS-B moves θ
+        (:func:`~gpflow_fastvi.training.alternating_plan`). Memory O(N).
+        """
+        X, Y = self.training_data(data)
+        L = self.Kmm_cholesky()
+        m, R = self.current_whitened_q(L)
+
+        def batch_parameters(X: tf.Tensor, Y: tf.Tensor) -> SiteParameters:
+            A, Ktilde_diag, *_ = self.projection(X, L)
+            Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
+            return tuple(self.site_update(X, Y, Gmu + self.mean_function(X), Fvar))
+
+        params = map_over_batches(batch_parameters, (X, Y), self.batch_size)
+        return tuple(tf.stop_gradient(p) for p in params)
+
+    def _fixed_site_statistics(
+        self, X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, site_parameters: SiteParameters
+    ) -> SiteStatistics:
+        """The statistics of the sites with the given local parameters (each [N, 1])."""
 
         def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
             *params, L = rest
-            # The sites moved onto the zero-mean process g = f − μ(X).
-            sites = shift_sites(rule(X, Y, *params), self.mean_function(X))
-            return statistics_from_projection(
-                projection if projection is not None else self.projection(X, L), sites
-            )
+            sites = shift_sites(self.site_rule(X, Y, *params), self.mean_function(X))
+            return statistics_from_projection(self.projection(X, L), sites)
 
         return sum_over_batches(batch_statistics, (X, Y, *site_parameters), self.batch_size, (L,))
 
-    def collapsed_bound(self) -> CollapsedBound:
-        """The collapsed bound of the model's sites as its named terms (see :mod:`gpflow_fastvi.gaussian.collapsed`)."""
-        stats = self.site_statistics(self.Kmm_cholesky())
+    def collapsed_bound(
+        self,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[SiteParameters] = None,
+    ) -> CollapsedBound:
+        """
+        The collapsed bound (:mod:`gpflow_fastvi.gaussian.collapsed`) as its named terms, of the
+        sites with the given local parameters, or of the sites read off the stored q(u).
+        """
+        X, Y = self.training_data(data)
+        L = self.Kmm_cholesky()
+        if site_parameters is None:
+            m, R = self.current_whitened_q(L)
+            stats = self._pass_statistics(X, Y, L, m, R, self.site_rule)
+        else:
+            stats = self._fixed_site_statistics(X, Y, L, site_parameters)
         return collapsed_bound(stats, collapsed_factors(stats))
 
-    def maximum_log_likelihood_objective(self) -> tf.Tensor:
-        """The model's objective: the collapsed bound of its sites."""
-        return self.collapsed_bound().total
-
-    def objective(self, data: None = None) -> tf.Tensor:
-        """The method's own objective (:meth:`maximum_log_likelihood_objective`)."""
-        self._refuse_data(data, "objective")
-        return self.maximum_log_likelihood_objective()
-
-    def sites_elbo(self) -> tf.Tensor:
+    def update_q(
+        self,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[SiteParameters] = None,
+    ) -> tf.Tensor:
         """
-        The ELBO of the sites at the *stored* q(u), Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL[q(u) ‖ p(u)]
-        for the stored site parameters. It equals the collapsed bound when q(u) is optimal for
-        them (after :meth:`update_q`) and is below it everywhere else.
+        Set q(u) to the closed-form optimum for the sites with the given local parameters (or
+        for the sites read off the stored q(u), one :meth:`update_sites` step) at the current
+        hyperparameters; return their collapsed bound.
         """
-        X, Y = self.data
+        if site_parameters is None:
+            return self.update_sites(1, data=data)
+        X, Y = self.training_data(data)
+        L = self.Kmm_cholesky()
+        stats = self._fixed_site_statistics(X, Y, L, site_parameters)
+        factors = collapsed_factors(stats)
+        q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
+        self.store_q(tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt), tf.stop_gradient(L))
+        return collapsed_bound(stats, factors).total
+
+    def objective(
+        self,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[SiteParameters] = None,
+    ) -> tf.Tensor:
+        """
+        The method's own objective (to be maximised): the collapsed bound of the sites read off
+        the stored q(u), or of the sites with the given local parameters. Assigns nothing.
+        """
+        return self.collapsed_bound(data, site_parameters).total
+
+    def maximum_log_likelihood_objective(self, data: Optional[RegressionData] = None) -> tf.Tensor:
+        """The model's objective, :meth:`objective` (GPflow's name for it)."""
+        return self.objective(data)
+
+    def sites_elbo(
+        self,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[SiteParameters] = None,
+    ) -> tf.Tensor:
+        """
+        The ELBO of the sites at the *stored* q(u), Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL[q(u) ‖ p(u)],
+        with the sites' local parameters given or read off q(u). It equals the collapsed bound
+        of the same sites when q(u) is optimal for them and is below it everywhere else.
+        """
+        X, Y = self.training_data(data)
         L = self.Kmm_cholesky()
         m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
 
@@ -238,161 +606,91 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
             A, Ktilde_diag, *_ = self.projection(X, L)
             Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
             Fmu = Gmu + self.mean_function(X)
+            if not params:
+                params = [tf.stop_gradient(p) for p in self.site_update(X, Y, Fmu, Fvar)]
             return tf.reduce_sum(expected_sites(self.site_rule(X, Y, *params), Fmu, Fvar))
 
-        tensors = (X, Y, *self._site_parameter_values())
+        tensors = (X, Y, *(site_parameters or ()))
         expectation = sum_over_batches(batch_expectation, tensors, self.batch_size, (L, m, R))
         return expectation - kl_to_prior(m, R)
 
-    def _bound_and_store_q(
-        self, L: Optional[tf.Tensor] = None, stats: Optional[SiteStatistics] = None
-    ) -> tf.Tensor:
-        """
-        The objective, storing the maximiser q(u) of the collapsed bound in ``q_mu``/``q_sqrt`` on the way; from
-        ``L`` and ``stats`` when the caller has them already.
-        """
-        if L is None:
-            L = self.Kmm_cholesky()
-        if stats is None:
-            stats = self.site_statistics(L)
-        factors = collapsed_factors(stats)
-        q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
-        self.q_mu.assign(tf.stop_gradient(q_mu))
-        self.q_sqrt.assign(tf.stop_gradient(q_sqrt))
-        return collapsed_bound(stats, factors).total
+    # ----------------------------------------------------------------------------------------------
+    # GPflow's training interface.
 
-    def training_loss(self) -> tf.Tensor:
+    def training_loss(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
-        −(objective + log prior density of the parameters): the method's own objective, ready
-        for ``gpflow.optimizers.Scipy().minimize(model.training_loss, model.trainable_variables)``.
+        −(objective + log prior density of the parameters), for GPflow's optimisers: each
+        evaluation takes the closed-form site steps of one evaluation of the persistent route
+        (two, from the stored q(u)) and stores their q(u), so that
+        ``gpflow.optimizers.Scipy().minimize(model.training_loss_closure((X, Y)),
+        model.trainable_variables)`` moves the sites with the hyperparameters and ends where
+        :func:`gpflow_fastvi.fit` does (more slowly: ``fit`` keeps the sites of accepted
+        iterates only, and restarts L-BFGS-B when the sites have moved under it).
 
-        Evaluating it also stores the optimal q(u) for the parameters it was evaluated at, so after
-        any optimiser has run, :meth:`predict_f` and :meth:`elbo` use the q(u) that goes with the
-        optimised parameters.
+        On a mini-batch (fewer rows than ``num_data``) the step is instead a natural-gradient step
+        of size ρ = min(1, b / 3000) (:func:`~gpflow_fastvi.models.protocol.mini_batch_step_size`) on q(u) towards the batch's closed-form optimum, and the loss
+        is the batch's estimate of the sites' ELBO at the new q(u)
+        (:meth:`~gpflow_fastvi.models.protocol.SiteModel.natural_gradient_step`), so that an Adam
+        loop over ``training_loss_closure(iter(dataset))`` trains the hyperparameters while q(u)
+        follows by the method's own step.
         """
-        return -(self._bound_and_store_q() + self.log_prior_density())
+        X, Y = self.training_data(data)
+        if self._is_mini_batch(X):
+            objective = self.natural_gradient_step((X, Y), mini_batch_step_size(tf.shape(X)[0]))
+        else:
+            stepped = self._stepped(X, Y, PERSISTENT_ROUTE.options["n_upd"])
+            self.adopt(stepped)
+            objective = stepped.objective
+        return -(objective + self.log_prior_density())
 
-    def update_q(self) -> tf.Tensor:
-        """Set q(u) to its closed-form optimum for the current parameters; return the objective."""
-        return self._bound_and_store_q()
-
-    def update_sites(self, num_updates: int = 1, *, data: None = None) -> tf.Tensor:
+    def training_loss_closure(
+        self, data: Any = None, *, compile: bool = True
+    ) -> Callable[[], tf.Tensor]:
         """
-        Closed-form steps on the site parameters: ``num_updates`` times, form the optimal q(u) for
-        the current sites (:meth:`step_rule`) and set the site parameters to their optimum for its
-        marginals q(fᵢ). Then store the optimal q(u) for the final sites and return the objective.
-        For a bound maximised by coordinate ascent (:class:`~gpflow_fastvi.VIJJ`,
-        :class:`~gpflow_fastvi.KLCorrected` with ``e_step="coordinate"``) no update can lower it;
-        for :class:`~gpflow_fastvi.VITaylor`, whose objective moves with its expansion points, and
-        KLCorrected's default Newton E-step, the updates are Newton steps and the objective need
-        not rise at each of them.
-        Hyperparameters are left alone. Without batches the data are projected once for all the
-        passes of the call. It is :meth:`adopt` of :meth:`stepped_sites`.
+        :meth:`training_loss` as a closure for GPflow's optimisers, as
+        :meth:`gpflow.models.SVGP.training_loss_closure` builds it: ``data`` is ``(X, Y)`` (checked
+        and converted once, here), an iterator of batches (a new batch at every call), or ``None``
+        for the data the model holds.
         """
-        self._refuse_data(data, "update_sites")
-        stepped = self._step_sites(num_updates)
-        self.adopt(stepped)
-        return stepped.objective
+        if data is None or _looks_like_data(data):
+            fixed = self.training_data(data)
 
-    def stepped_sites(self, num_updates: int) -> SteppedSites:
-        """
-        The site parameters after ``num_updates`` closed-form steps from the *stored* ones, with
-        the optimal q(u) and the objective for them, computed from one Kmm factor and (without
-        batches) one projection shared by the steps and the objective. Nothing is assigned
-        (:meth:`adopt` does that), so an optimiser may evaluate it at trial hyperparameters and
-        keep the model's sites at their last accepted state.
+            def closure() -> tf.Tensor:
+                return self.training_loss(fixed)
 
-        The objective's gradient holds the stepped site parameters fixed. For a bound maximised
-        over its site parameters (VIJJ) that is the gradient of max over the sites, by the
-        envelope theorem, as the steps approach the sites' optimum; for Taylor sites it is the
-        gradient at fixed expansion points, as in vi-Taylor's own L-BFGS-B stage.
-        """
-        return self._step_sites(num_updates)
-
-    def _step_sites(self, num_updates: int) -> SteppedSites:
-        """:meth:`stepped_sites`, also behind :meth:`update_sites` (which a subclass may allow
-        where it refuses the persistent route)."""
-        X, _ = self.data
-        L = self.Kmm_cholesky()
-        projection = self.projection(X, L) if self.batch_size is None else None
-        params = self._stepped_site_parameters(L, projection, num_updates)
-        params = tuple(tf.stop_gradient(p) for p in params)
-        stats = self.site_statistics(L, params, projection)
-        factors = collapsed_factors(stats)
-        q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
-        return SteppedSites(
-            objective=collapsed_bound(stats, factors).total,
-            site_parameters=params,
-            q_mu=tf.stop_gradient(q_mu),
-            q_sqrt=tf.stop_gradient(q_sqrt),
+            return tf.function(closure, autograph=False) if compile else closure
+        batches = data
+        if not compile:
+            return lambda: self.training_loss(next(batches))
+        spec = getattr(
+            batches, "element_spec", None
+        )  # a tf.data iterator: one trace for all batches
+        step = tf.function(
+            self.training_loss, input_signature=None if spec is None else [spec], autograph=False
         )
-
-    def adopt(self, stepped: SteppedSites) -> None:
-        """Make the site parameters and q(u) of :meth:`stepped_sites` the model's own."""
-        for parameter, value in zip(self.site_parameters, stepped.site_parameters):
-            parameter.assign(value)
-        self.q_mu.assign(stepped.q_mu)
-        self.q_sqrt.assign(stepped.q_sqrt)
-
-    def _stepped_site_parameters(
-        self, L: tf.Tensor, projection: Optional[Projection], num_updates: int
-    ) -> Tuple[tf.Tensor, ...]:
-        """
-        The site parameters after ``num_updates`` closed-form steps from the stored ones: each
-        step forms the optimal q(u) of the :meth:`step_rule` sites and reads its marginals into
-        :meth:`site_update`.
-        """
-        X, Y = self.data
-
-        def updated(factors: CollapsedFactors) -> Tuple[tf.Tensor, ...]:
-            def batch_update(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, ...]:
-                A, Ktilde_diag, *_ = projection if projection is not None else self.projection(X, L)
-                Gmu, Fvar = optimal_marginals(A, Ktilde_diag, factors)
-                return self.site_update(X, Y, Gmu + self.mean_function(X), Fvar)
-
-            return tuple(map_over_batches(batch_update, (X, Y), self.batch_size))
-
-        params = self._site_parameter_values()
-        for _ in range(num_updates):
-            stats = self.site_statistics(L, params, projection, rule=self.step_rule)
-            params = updated(collapsed_factors(stats))
-        return params
-
-    def _targets_for_likelihood(self, Y: tf.Tensor) -> tf.Tensor:
-        """Targets given at prediction time, converted like the training targets when they are concrete."""
-        if tf.is_tensor(Y) and not hasattr(Y, "numpy"):
-            # Symbolic (inside tf.function): must already be in the likelihood's convention.
-            return Y
-        return tf.convert_to_tensor(targets_for_likelihood(self.likelihood, as_float_array(Y, "Y")))
-
-    def _refuse_data(self, data: object, method: str) -> None:
-        if data is not None:
-            raise ValueError(
-                f"{type(self).__name__} holds its training data (given to the constructor); call "
-                f"{method}() without data."
-            )
+        return lambda: step(next(batches))
 
     # ----------------------------------------------------------------------------------------------
     # The SVGP yardstick and predictions, exactly as in gpflow.models.SVGP.
 
-    def elbo(self) -> tf.Tensor:
+    def elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
         The standard SVGP ELBO at the model's current q(u): Σᵢ E_q[log p(yᵢ | fᵢ)] − KL[q(u) ‖ p(u)],
-        the expectations by the likelihood's own (Gauss–Hermite) quadrature. This is the yardstick
-        to compare with :class:`gpflow.models.SVGP`; for VIJJ it is ≥ the bound. Models change the
+        the expectations by the likelihood's own (Gauss–Hermite) quadrature, the sum scaled by
+        ``num_data`` / rows for a mini-batch as SVGP scales it. This is the yardstick to compare
+        with :class:`gpflow.models.SVGP`; for VIJJ it is ≥ the bound. Models change the
         likelihood term through :meth:`_expected_log_likelihood`.
         """
-        X, Y = self.data
+        X, Y = self.training_data(data)
         var_exp = sum_over_batches(self._expected_log_likelihood, (X, Y), self.batch_size)
         kl = gpflow.kullback_leiblers.prior_kl(
             self.inducing_variable, self.kernel, self.q_mu, self.q_sqrt, whiten=self.whiten
         )
-        return var_exp - kl
+        return self.data_scale(X) * var_exp - kl
 
-    def yardstick_elbo(self, data: None = None) -> tf.Tensor:
+    def yardstick_elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """The SVGP yardstick, :meth:`elbo`."""
-        self._refuse_data(data, "yardstick_elbo")
-        return self.elbo()
+        return self.elbo(data)
 
     def _expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """
@@ -439,3 +737,10 @@ class GaussianSitesModel(SiteModel, GPModel, InternalDataTrainingLossMixin, meta
         return super().predict_log_density(
             (X, self._targets_for_likelihood(Y)), full_cov=full_cov, full_output_cov=full_output_cov
         )
+
+    def _targets_for_likelihood(self, Y: tf.Tensor) -> tf.Tensor:
+        """Targets given at prediction time, converted like the training targets when they are concrete."""
+        if tf.is_tensor(Y) and not hasattr(Y, "numpy"):
+            # Symbolic (inside tf.function): must already be in the likelihood's convention.
+            return Y
+        return tf.convert_to_tensor(targets_for_likelihood(self.likelihood, as_float_array(Y, "Y")))

@@ -103,30 +103,36 @@ class KLCorrected(GaussianSitesModel):
     num_gauss_hermite_points: int = 20
     """Nodes of GPflow's Gauss–Hermite rule for the expectation over q(f̄ₙ) in :meth:`elbo`."""
 
+    data_first_positional = ("kernel", "likelihood")
+
     def __init__(
         self,
-        data: RegressionData,
         kernel: gpflow.kernels.Kernel,
         likelihood: Optional[gpflow.likelihoods.Likelihood] = None,
-        *,
         inducing_variable: Optional[InducingSpec] = None,
+        *,
         bound: str = "kl_corrected",
         e_step: str = "newton",
         beta: float = 1.0,
         train_beta: bool = False,
         mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
+        num_latent_gps: int = 1,
+        q_diag: bool = False,
+        whiten: bool = False,
+        num_data: Optional[int] = None,
+        data: Optional[RegressionData] = None,
         train_inducing: bool = False,
         batch_size: Optional[int] = None,
         kmeans_seed: int = 0,
     ):
         """
-        :param data: ``(X, Y)``, X [N, D], Y [N, 1] in the likelihood's convention (binary labels may
-            be {0, 1} or {−1, +1}).
-        :param kernel: any GPflow kernel for a single latent function.
+        Arguments as for :class:`~gpflow_fastvi.models.base.GaussianSitesModel` (SVGP's, and
+        ``data`` for the data-holding form ``KLCorrected((X, Y), kernel, likelihood, ...)``), and:
+
         :param likelihood: any :class:`gpflow.likelihoods.ScalarLikelihood`; default GPflow's
-            ``Bernoulli()``, the probit link of the paper.
-        :param inducing_variable: ``None`` (default) for the full GP; else a GPflow inducing
-            variable, an array Z [M, D] or an int M (k-means centres of X).
+            ``Bernoulli()``, the probit link of the paper. Binary labels may be {0, 1} or {−1, +1}.
+        :param inducing_variable: with ``data``, ``None`` (default) for the full GP; else a GPflow
+            inducing variable, an array Z [M, D] or (with ``data``) an int M (k-means centres of X).
         :param bound: ``"kl_corrected"`` (default) or ``"standard"``; see the class docstring.
         :param e_step: ``"newton"`` (default) or ``"coordinate"``, how a closed-form E-step moves
             q(fₙ); both have the same fixed point, the E-step of the paper. See
@@ -136,12 +142,9 @@ class KLCorrected(GaussianSitesModel):
             as in the paper's code: for the probit likelihood p(y | f̄) depends on the kernel
             variance and β only through K / (1 + β⁻¹), so the two are not identifiable, and the
             bounds creep along that ridge (β → 0, variance → ∞) for thousands of EM iterations.
-        :param train_inducing: optimise the inducing inputs with the hyperparameters (sparse form).
-        :param batch_size: accumulate over batches of this many points (memory O(batch · M)).
+        :param whiten: store q(f̄(Z)) whitened; off by default, since the standard bound's M-step
+            holds q(f̄) itself fixed, as in the paper.
         """
-        if likelihood is None:
-            likelihood = gpflow.likelihoods.Bernoulli()
-        check_scalar_likelihood(likelihood, "KLCorrected")
         if inducing_variable is None and (train_inducing or batch_size is not None):
             raise ValueError(
                 "train_inducing and batch_size need inducing points: the full form "
@@ -150,12 +153,15 @@ class KLCorrected(GaussianSitesModel):
         if not (np.ndim(beta) == 0 and np.isfinite(beta) and beta > 0):
             raise ValueError(f"beta must be a positive finite number; got {beta!r}.")
         super().__init__(
-            data,
             kernel,
             likelihood,
             inducing_variable,
             mean_function=mean_function,
-            whiten=False,
+            num_latent_gps=num_latent_gps,
+            q_diag=q_diag,
+            whiten=whiten,
+            num_data=num_data,
+            data=data,
             train_inducing=train_inducing,
             batch_size=batch_size,
             kmeans_seed=kmeans_seed,
@@ -168,17 +174,16 @@ class KLCorrected(GaussianSitesModel):
             dtype=gpflow.config.default_float(),
             trainable=train_beta,
         )
-        # q(fₙ) is summarised by its two moments, E[log p(yₙ | fₙ)] + H[q(fₙ)] and the cavity mean
-        # it was tilted at. Their initial values are the E-step from q(f̄) = p(f̄), an elementwise
-        # O(N) formula (as VIJJ's ξ starts optimal for the prior).
-        X, Y = self.data
-        f_mean, f_var, f_evidence, cavity_mean = self.site_update(
-            X, Y, self.mean_function(X), self.kernel(X, full_cov=False)[:, None]
-        )
-        self.f_mean = Parameter(f_mean, trainable=False)
-        self.f_var = Parameter(f_var, transform=positive(), trainable=False)
-        self.f_evidence = Parameter(f_evidence, trainable=False)
-        self.cavity_mean = Parameter(cavity_mean, trainable=False)
+
+    @classmethod
+    def checked_likelihood(
+        cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
+    ) -> gpflow.likelihoods.Likelihood:
+        """Any :class:`gpflow.likelihoods.ScalarLikelihood`; default ``Bernoulli()`` (probit)."""
+        if likelihood is None:
+            return gpflow.likelihoods.Bernoulli()
+        check_scalar_likelihood(likelihood, "KLCorrected")
+        return likelihood
 
     # ----------------------------------------------------------------------------------------------
     # Configuration and input checks.
@@ -203,10 +208,6 @@ class KLCorrected(GaussianSitesModel):
 
     # ----------------------------------------------------------------------------------------------
     # The PPA site rule.
-
-    @property
-    def site_parameters(self) -> Tuple[Parameter, ...]:
-        return (self.f_mean, self.f_var, self.f_evidence, self.cavity_mean)
 
     def site_rule(  # type: ignore[override]
         self,
@@ -276,40 +277,62 @@ class KLCorrected(GaussianSitesModel):
         log_Z, f_mean, f_var = tilted_moments(self._log_normaliser(X, Y), Fmu, beta, name=name)
         return f_mean, f_var, tilted_evidence(log_Z, Fmu, f_mean, f_var, beta), Fmu
 
-    def local_bound_terms(self) -> tf.Tensor:
+    def local_bound_terms(
+        self,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
+    ) -> tf.Tensor:
         """
-        Σₙ E_q[log p(yₙ | fₙ)] + H[q(fₙ)] − β Var[fₙ]/2 at the stored q(fₙ) (:func:`local_terms`):
-        the part of the sites' constants that the kernel does not touch. Both bounds include it;
-        without it the KL-corrected bound is a GP marginal likelihood on the pseudo-targets.
+        Σₙ E_q[log p(yₙ | fₙ)] + H[q(fₙ)] − β Var[fₙ]/2 at the q(fₙ) of the stored q(f̄) (or
+        given as ``site_parameters``) (:func:`local_terms`): the part of the sites' constants
+        that the kernel does not touch. Both bounds include it; without it the KL-corrected
+        bound is a GP marginal likelihood on the pseudo-targets.
         """
-        return local_terms(
-            tf.convert_to_tensor(self.f_var),
-            tf.convert_to_tensor(self.f_evidence),
-            tf.convert_to_tensor(self.beta),
-        )
+        if site_parameters is None:
+            site_parameters = self.site_parameters(data)
+        _, f_var, f_evidence, _ = site_parameters
+        return local_terms(f_var, f_evidence, tf.convert_to_tensor(self.beta))
 
     # ----------------------------------------------------------------------------------------------
     # The two bounds.
 
-    def kl_corrected_bound(self) -> tf.Tensor:
+    def kl_corrected_bound(
+        self,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
+    ) -> tf.Tensor:
         """
-        The KL-corrected bound (paper eq. 9) at the current θ, β and q(fₙ); q(f̄) is optimal for
-        them. It is the collapsed bound of the PPA sites: in the full form (Z = X) exactly
-        log N(⟨f⟩ | μ(X), K + β⁻¹I) (paper eq. 10) plus the local terms.
+        The KL-corrected bound (paper eq. 9) at the current θ and β, for the q(fₙ) of the stored
+        q(f̄) (or given as ``site_parameters``); q(f̄) is optimal for them. It is the collapsed
+        bound of the PPA sites: in the full form (Z = X) exactly log N(⟨f⟩ | μ(X), K + β⁻¹I)
+        (paper eq. 10) plus the local terms.
         """
-        return self.collapsed_bound().total
+        return self.collapsed_bound(data, site_parameters).total
 
-    def standard_bound(self) -> tf.Tensor:
-        """The standard variational bound (paper eq. 3) at the current θ, β, q(fₙ) and stored q(f̄)."""
-        return self.sites_elbo()
+    def standard_bound(
+        self,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
+    ) -> tf.Tensor:
+        """
+        The standard variational bound (paper eq. 3) at the current θ and β and the stored
+        q(f̄), for the q(fₙ) of the stored q(f̄) (or given as ``site_parameters``).
+        """
+        return self.sites_elbo(data, site_parameters)
 
-    def maximum_log_likelihood_objective(self) -> tf.Tensor:
+    def objective(
+        self,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
+    ) -> tf.Tensor:
         """The bound selected by :attr:`bound`."""
         if self.bound == "standard":
-            return self.standard_bound()
-        return self.kl_corrected_bound()
+            return self.standard_bound(data, site_parameters)
+        return self.kl_corrected_bound(data, site_parameters)
 
-    def stepped_sites(self, num_updates: int) -> SteppedSites:
+    def stepped_sites(
+        self, num_updates: int, data: Optional[RegressionData] = None
+    ) -> SteppedSites:
         """
         :meth:`GaussianSitesModel.stepped_sites <gpflow_fastvi.models.base.GaussianSitesModel.stepped_sites>`:
         E-steps and the KL-corrected bound after them. Refused for ``bound="standard"``, whose
@@ -320,17 +343,22 @@ class KLCorrected(GaussianSitesModel):
                 'KLCorrected(bound="standard") holds q(f̄) fixed in its M-step; the persistent '
                 'route maximises the KL-corrected bound. Train it with fit(model, method="em").'
             )
-        return super().stepped_sites(num_updates)
+        return super().stepped_sites(num_updates, data)
 
-    def training_loss(self) -> tf.Tensor:
+    def training_loss(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
-        −(selected bound + log prior density), for GPflow's optimisers: one M-step over the trainable
-        hyperparameters with q(fₙ) fixed. For the KL-corrected bound it also stores the q(f̄)
-        that is optimal at the evaluated parameters; the standard bound holds q(f̄) fixed.
+        −(selected bound + log prior density), for GPflow's optimisers. Each evaluation first
+        takes one closed-form E-step and stores its q(f̄), as for every model
+        (:meth:`GaussianSitesModel.training_loss <gpflow_fastvi.models.base.GaussianSitesModel.training_loss>`);
+        for the KL-corrected bound the loss is that bound, for ``bound="standard"`` the standard
+        bound at the stored q(f̄) and q(fₙ), whose gradient holds both fixed (the paper's
+        M-step), so that an optimiser on it runs generalised EM.
         """
-        if self.bound == "standard":
-            return -(self.standard_bound() + self.log_prior_density())
-        return super().training_loss()
+        if self.bound != "standard":
+            return super().training_loss(data)
+        data = self.training_data(data)
+        self.update_sites(1, data=data)
+        return -(self.standard_bound(data) + self.log_prior_density())
 
     def _expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """

@@ -16,13 +16,14 @@ how the model is trained               ``training_routes`` and ``default_route``
                                        :func:`gpflow_fastvi.fit`)
 =====================================  =========================================================
 
-Two families implement it: :class:`~gpflow_fastvi.models.base.GaussianSitesModel` (the data-holding
-models, SGPR-like) and :class:`~gpflow_fastvi.PolyaGammaSVGP` (an SVGP that takes data per call).
+Two families implement it: :class:`~gpflow_fastvi.models.base.GaussianSitesModel` (the models with
+a closed-form step, built like SVGP with the data per call, or holding their data like SGPR) and
+:class:`~gpflow_fastvi.PolyaGammaSVGP` (an SVGP that takes data per call).
 Training code (:mod:`gpflow_fastvi.training`) drives a model through these members only.
 """
 
 import abc
-from typing import Any, ClassVar, Mapping, Optional
+from typing import Any, ClassVar, Mapping, Optional, Tuple
 
 import gpflow
 import tensorflow as tf
@@ -33,10 +34,32 @@ from ..gaussian import (
     kmm_cholesky,
     natural_gradient_update,
     sites_elbo,
+    stored_q,
     whitened_projection,
     whitened_q,
 )
 from ..types import Route, Sites
+
+AVERAGED_POINTS = 3000
+"""
+The step size for mini-batches of s points, of :func:`~gpflow_fastvi.training.svi_plan` and of a
+mini-batch ``training_loss``, is the constant ρ = min(1, s / this): q(u) then averages the batches' targets over about this many points, whatever the batch size, and keeps
+up with the hyperparameters that Adam moves at every step (a Robbins–Monro ρₜ → 0 lets it lag
+them). Measured with batches of 1000 (30 s): on ijcnn1 ρ = 0.3 reached the benchmark target in
+15.8 s, ρ = 0.1 in 24.4 s, and Robbins–Monro (τ = 1, κ = 0.6) not at all; on a9a all three within
+3.1–3.6 s.
+"""
+
+
+def mini_batch_step_size(batch_size: Any) -> Any:
+    """
+    The default constant ρ = min(1, s / :data:`AVERAGED_POINTS`) for mini-batches of s points; s
+    may be an int or a scalar tensor (a batch whose size is known only when it runs).
+    """
+    if tf.is_tensor(batch_size):
+        dtype = gpflow.config.default_float()
+        return tf.minimum(tf.constant(1.0, dtype), tf.cast(batch_size, dtype) / AVERAGED_POINTS)
+    return min(1.0, batch_size / AVERAGED_POINTS)
 
 
 class SiteModel(abc.ABC):
@@ -130,6 +153,15 @@ class SiteModel(abc.ABC):
             self.data_scale(X),
         )
 
+    def current_whitened_q(self, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The stored q(u) as q(v) = N(m, R Rᵀ) for u = L v, as SVGP reads it (:func:`whitened_q`)."""
+        return whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)  # type: ignore[attr-defined]
+
+    def store_q(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor) -> None:
+        """Assign ``q_mu`` and ``q_sqrt`` (in the stored frame), set at the hyperparameters of ``L``."""
+        self.q_mu.assign(q_mu)  # type: ignore[attr-defined]
+        self.q_sqrt.assign(q_sqrt)  # type: ignore[attr-defined]
+
     def natural_gradient_step(self, data: RegressionData, rho: tf.Tensor) -> tf.Tensor:
         """
         One stochastic variational step on the batch ``data`` = (X, Y): the sites' local
@@ -148,17 +180,18 @@ class SiteModel(abc.ABC):
         L = self.Kmm_cholesky()
         projection = self.projection(X, L)
         prior_mean = self.mean_function(X)  # type: ignore[attr-defined]
-        q_mu, q_sqrt = natural_gradient_update(
+        m, R = self.current_whitened_q(tf.stop_gradient(L))
+        m, R = natural_gradient_update(
             tf.nest.map_structure(tf.stop_gradient, projection),
             tf.stop_gradient(prior_mean),
-            tf.convert_to_tensor(self.q_mu),  # type: ignore[attr-defined]
-            tf.convert_to_tensor(self.q_sqrt),  # type: ignore[attr-defined]
+            m,
+            R[None],
             tf.stop_gradient(L),
-            self.whiten,  # type: ignore[attr-defined]
+            True,
             lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
             self.data_scale(X),
             tf.convert_to_tensor(rho, dtype=L.dtype),
         )
-        self.q_mu.assign(q_mu)  # type: ignore[attr-defined]
-        self.q_sqrt.assign(q_sqrt)  # type: ignore[attr-defined]
+        q_mu, q_sqrt = stored_q(m, R[0], tf.stop_gradient(L), self.whiten)  # type: ignore[attr-defined]
+        self.store_q(q_mu, q_sqrt, tf.stop_gradient(L))
         return self.batch_sites_elbo(X, Y, L, projection.A, projection.Ktilde_diag, q_mu, q_sqrt)

@@ -4,9 +4,7 @@ from typing import Optional, Tuple
 
 import gpflow
 import tensorflow as tf
-from gpflow.base import Parameter, RegressionData
 
-from ..inducing import InducingSpec
 from ..sites.jaakkola_jordan import jj_optimal_xi, jj_sites
 from ..types import Route, Sites
 from ..validation import check_logit_bernoulli, signed_labels
@@ -24,17 +22,22 @@ class VIJJ(GaussianSitesModel):
     collapsed bound Ĵ(θ, ξ) is a **lower bound** on log p(y) that depends on the hyperparameters θ
     and the n values ξ only (:mod:`gpflow_fastvi.gaussian.collapsed`).
 
-    - :meth:`training_loss` is −Ĵ(θ, ξ). ξ is a trainable :class:`~gpflow.Parameter`, so
-      ``gpflow.optimizers.Scipy().minimize(model.training_loss, model.trainable_variables)``
-      maximises Ĵ over θ and ξ together (the paper's vi-JJ-full).
+    Built as :class:`gpflow.models.SVGP` is, ``VIJJ(kernel, likelihood, Z, num_data=N)`` with the
+    data per call, or holding its data, ``VIJJ((X, Y), kernel, Z)`` (Z may then be an int M for
+    k-means centres); the likelihood defaults to ``Bernoulli(invlink=tf.sigmoid)``. ξ is not
+    stored: it is read off q(u) (ξ² = E_q[f²]) in every pass.
+
     - :func:`gpflow_fastvi.fit` runs, by default, one persistent L-BFGS-B run over θ for the
-      whole fit, each evaluation taking ``n_upd`` = 2 closed-form ξ steps from the sites of the
+      whole fit, each evaluation taking ``n_upd`` = 2 closed-form ξ steps from the q(u) of the
       last accepted iterate (``method="persistent"``, :mod:`gpflow_fastvi.training.persistent`),
       and the paper's algorithms by name (:attr:`training_routes`): ``"analytic"`` (vi-JJ:
-      ``n_upd`` closed-form updates of ξ and q(u), then L-BFGS-B on θ for at most ``maxfun``
-      evaluations, default 3 and 5), ``"full"`` (vi-JJ-full: L-BFGS-B on θ and ξ together,
-      ``maxfun`` default 20 per outer iteration) and ``"hybrid"`` (vi-JJ-hybrid: closed-form
-      updates, then L-BFGS-B on both).
+      ``n_upd`` closed-form updates of ξ and q(u), then L-BFGS-B on θ at fixed ξ for at most
+      ``maxfun`` evaluations, default 3 and 5), ``"full"`` (vi-JJ-full: L-BFGS-B on θ and ξ
+      together, ``maxfun`` default 20 per outer iteration; ξ lives for the run) and ``"hybrid"``
+      (vi-JJ-hybrid: closed-form updates, then L-BFGS-B on both).
+    - :meth:`training_loss` is −Ĵ(θ, ξ) with ξ read off the stored q(u), and each evaluation stores
+      the q(u) that is optimal for that ξ, so GPflow's optimisers on
+      ``model.training_loss_closure((X, Y))`` move ξ with θ.
     - :meth:`elbo` is the standard SVGP ELBO at the current q(u), ≥ Ĵ.
     - ``q_mu``, ``q_sqrt``, ``whiten``, ``inducing_variable``, ``num_data`` mean what they mean in
       :class:`gpflow.models.SVGP`, so predictions, ``print_summary``, posteriors and checkpoints
@@ -67,55 +70,25 @@ class VIJJ(GaussianSitesModel):
     default_route = "persistent"
     objective_is_bound = True
 
-    def __init__(
-        self,
-        data: RegressionData,
-        kernel: gpflow.kernels.Kernel,
-        inducing_variable: InducingSpec,
-        *,
-        likelihood: Optional[gpflow.likelihoods.Likelihood] = None,
-        mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
-        whiten: bool = True,
-        train_inducing: bool = False,
-        batch_size: Optional[int] = None,
-        kmeans_seed: int = 0,
-    ):
+    @classmethod
+    def checked_likelihood(
+        cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
+    ) -> gpflow.likelihoods.Likelihood:
         """
-        :param data: ``(X, Y)``, X [N, D], Y [N, 1] with labels in {0, 1} or {−1, +1}.
-        :param kernel: any GPflow kernel for a single latent function.
-        :param inducing_variable: a GPflow inducing variable, an array Z [M, D] or an int M
-            (k-means centres of X, as in the paper). Fixed unless ``train_inducing=True``.
-        :param likelihood: must be ``gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)``, the
-            default. For the probit link use :class:`~gpflow_fastvi.VITaylor`.
-        :param batch_size: accumulate over batches of this many points (memory O(batch · M)).
+        ``gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)``, the default (the Jaakkola–Jordan bound
+        is for the logit link; for the probit link use :class:`~gpflow_fastvi.VITaylor`).
         """
         if likelihood is None:
-            likelihood = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
+            return gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
         check_logit_bernoulli(likelihood, "VIJJ's Jaakkola–Jordan bound")
-        super().__init__(
-            data,
-            kernel,
-            likelihood,
-            inducing_variable,
-            mean_function=mean_function,
-            whiten=whiten,
-            train_inducing=train_inducing,
-            batch_size=batch_size,
-            kmeans_seed=kmeans_seed,
-        )
-        X, _ = self.data
-        # ξ optimal for the prior: ξ² = E_p[f²] = μ(x)² + k(x, x).
-        xi = jj_optimal_xi(self.mean_function(X), self.kernel(X, full_cov=False)[:, None])
-        self.xi = Parameter(xi, dtype=gpflow.config.default_float())
-
-    @property
-    def site_parameters(self) -> Tuple[Parameter, ...]:
-        return (self.xi,)
-
-    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:  # type: ignore[override]
-        return jj_sites(signed_labels(Y), xi)
+        return likelihood
 
     def site_update(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
     ) -> Tuple[tf.Tensor, ...]:
+        """ξ optimal for q(f) = N(Fmu, Fvar): ξ² = E_q[f²] (:func:`jj_optimal_xi`)."""
         return (jj_optimal_xi(Fmu, Fvar),)
+
+    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:  # type: ignore[override]
+        """The Jaakkola–Jordan sites of points with labels Y at ξ (:func:`jj_sites`)."""
+        return jj_sites(signed_labels(Y), xi)

@@ -4,9 +4,7 @@ from typing import Callable, Optional, Tuple
 
 import gpflow
 import tensorflow as tf
-from gpflow.base import Parameter, RegressionData
 
-from ..inducing import InducingSpec
 from ..sites.taylor import taylor_sites
 from ..types import Route, Sites
 from ..validation import check_scalar_likelihood
@@ -29,15 +27,21 @@ class VITaylor(GaussianSitesModel):
     likelihood's own quadrature). With a Gaussian likelihood the expansion is exact and J̃ is
     Titsias' bound, the objective of :class:`gpflow.models.SGPR`.
 
+    Built as :class:`gpflow.models.SVGP` is, ``VITaylor(kernel, likelihood, Z, num_data=N)`` with
+    the data per call, or holding its data, ``VITaylor((X, Y), kernel, Z, likelihood=...)``; the
+    likelihood defaults to ``Bernoulli(invlink=tf.sigmoid)``. ξ is not stored: it is read off
+    q(u) (ξ = E_q[f]) in every pass.
+
     - :func:`gpflow_fastvi.fit` runs, by default, one persistent L-BFGS-B run over θ with ξ
       stepped in closed form between accepted iterates (``method="persistent"``), or the paper's
       vi-Taylor by name (``method="analytic"``: ``n_upd`` closed-form updates of ξ and q(u), then
       L-BFGS-B on θ at fixed ξ for at most ``maxfun`` evaluations, default 3 and 5). ξ is not a
       free parameter of a bound, so the 'full' and 'hybrid' schemes of VIJJ do not apply and ξ
       is never optimised numerically.
-    - :meth:`training_loss` is −J̃ at the current ξ, and stores the matching q(u), so
-      ``gpflow.optimizers.Scipy().minimize(model.training_loss, model.trainable_variables)`` fits θ
-      for the current expansion points.
+    - :meth:`training_loss` is −J̃ with ξ read off the stored q(u), and each evaluation stores the
+      q(u) that is optimal for that ξ, so GPflow's optimisers on
+      ``model.training_loss_closure((X, Y))`` move ξ with θ and end at the fixed point ``fit``
+      reaches.
     - ``q_mu``, ``q_sqrt``, ``whiten``, ``inducing_variable``, ``num_data`` mean what they mean in
       :class:`gpflow.models.SVGP`.
 
@@ -58,51 +62,21 @@ class VITaylor(GaussianSitesModel):
     default_route = "persistent"
     objective_is_bound = False
 
-    def __init__(
-        self,
-        data: RegressionData,
-        kernel: gpflow.kernels.Kernel,
-        inducing_variable: InducingSpec,
-        *,
-        likelihood: Optional[gpflow.likelihoods.Likelihood] = None,
-        mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
-        whiten: bool = True,
-        train_inducing: bool = False,
-        batch_size: Optional[int] = None,
-        kmeans_seed: int = 0,
-    ):
+    @classmethod
+    def checked_likelihood(
+        cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
+    ) -> gpflow.likelihoods.Likelihood:
         """
-        :param data: ``(X, Y)``, X [N, D], Y [N, 1] in the likelihood's convention.
-        :param kernel: any GPflow kernel for a single latent function.
-        :param inducing_variable: a GPflow inducing variable, an array Z [M, D] or an int M
-            (k-means centres of X). Fixed unless ``train_inducing=True``.
-        :param likelihood: any :class:`gpflow.likelihoods.ScalarLikelihood` with a log-concave
-            density; default ``Bernoulli(invlink=tf.sigmoid)`` (the logit link, as in the paper).
-        :param batch_size: accumulate over batches of this many points (memory O(batch · M)).
+        Any :class:`gpflow.likelihoods.ScalarLikelihood` with a log-concave density; default
+        ``Bernoulli(invlink=tf.sigmoid)`` (the logit link, as in the paper).
         """
         if likelihood is None:
-            likelihood = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
+            return gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
         check_scalar_likelihood(likelihood, "VITaylor")
-        super().__init__(
-            data,
-            kernel,
-            likelihood,
-            inducing_variable,
-            mean_function=mean_function,
-            whiten=whiten,
-            train_inducing=train_inducing,
-            batch_size=batch_size,
-            kmeans_seed=kmeans_seed,
-        )
-        X, _ = self.data
-        # Expansion at the prior mean: the mean of q(f) for the initial q(u) = p(u).
-        self.xi = Parameter(self.mean_function(X), trainable=False)
-
-    @property
-    def site_parameters(self) -> Tuple[Parameter, ...]:
-        return (self.xi,)
+        return likelihood
 
     def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:  # type: ignore[override]
+        """The second-order Taylor expansion of log p(yᵢ | fᵢ) at ξᵢ (:func:`taylor_sites`)."""
         return taylor_sites(self._log_density(X, Y), xi, name=type(self.likelihood).__name__)
 
     def _log_density(self, X: tf.Tensor, Y: tf.Tensor) -> Callable[[tf.Tensor], tf.Tensor]:
@@ -117,4 +91,5 @@ class VITaylor(GaussianSitesModel):
     def site_update(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
     ) -> Tuple[tf.Tensor, ...]:
+        """The expansion point ξ = E_q[f], the mean of q(f) (the variance plays no part)."""
         return (Fmu,)

@@ -16,7 +16,6 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
-from gpflow.models.training_mixins import InternalDataTrainingLossMixin
 from tqdm.auto import tqdm
 
 from ..exceptions import CholeskyError, InvalidDataError
@@ -83,8 +82,9 @@ def fit(
     L-BFGS-B run with closed-form site steps (``"persistent"``, the default) and the paper's vi-JJ
     (``"analytic"``), vi-JJ-full (``"full"``) and vi-JJ-hybrid (``"hybrid"``).
 
-    :param data: ``None`` for models that hold their data; ``(X, Y)`` or a ``tf.data.Dataset`` for
-        :class:`~gpflow_fastvi.PolyaGammaSVGP`.
+    :param data: ``(X, Y)`` for a model built with SVGP's signature (for
+        :class:`~gpflow_fastvi.PolyaGammaSVGP` also a ``tf.data.Dataset`` of batches); ``None``
+        for a model that holds its data.
     :param max_iter: cap on outer iterations. ``None`` takes the route's default, or no cap at all
         when a ``time_budget`` is given: the budget (or convergence) ends the run.
     :param tol: stop when the objective changes by at most ``tol · max(1, |objective|)`` between
@@ -126,14 +126,14 @@ def fit(
             f"not take; its training keywords are: {', '.join(route.options) or 'none'}. "
             "Model settings such as train_inducing go to the model's constructor."
         )
-    holds_data = isinstance(model, InternalDataTrainingLossMixin)
+    holds_data = getattr(model, "data", None) is not None
     if holds_data and data is not None:
         raise ValueError(
-            f"{name} holds its training data (given to the constructor); call fit(model) without "
-            "data."
+            f"This {name} holds its training data (given to the constructor); call fit(model) "
+            "without data, or build it without data (SVGP's signature) to pass data to fit."
         )
     if not holds_data and data is None:
-        raise ValueError(f"{name} takes its data in fit(model, data, ...).")
+        raise ValueError(f"This {name} was built without data: call fit(model, (X, Y), ...).")
     early_stop = (
         None
         if validation is None

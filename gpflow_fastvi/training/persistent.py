@@ -6,12 +6,13 @@ The paper's vi-JJ (:func:`~gpflow_fastvi.training.plans.alternating_plan`) resta
 every few evaluations, and with it the curvature memory, which with many ARD lengthscales is most
 of what L-BFGS knows. Here SciPy's L-BFGS-B runs once, for the whole fit:
 
-- every evaluation at a trial θ starts from the sites of the last *accepted* iterate, takes
-  ``n_upd`` closed-form site steps and returns the collapsed bound with its θ-gradient at the
-  stepped sites, together with those sites and their optimal q(u)
+- every evaluation at a trial θ starts from the q(u) of the last *accepted* iterate, takes
+  ``n_upd`` closed-form site steps (each a pass that reads the sites off q(u) and forms their
+  optimal q(u)) and returns the collapsed bound of the last sites with its θ-gradient at them,
+  together with their optimal q(u)
   (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.stepped_sites`), from one Kmm factor and
   one projection, assigning nothing;
-- at every accepted iterate (SciPy's callback) the model adopts the stepped sites and q(u) of
+- at every accepted iterate (SciPy's callback) the model adopts the q(u) of
   that iterate (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.adopt`), kept from its
   evaluation rather than computed again: the site step stays an explicit step whose state
   follows accepted iterates, not part of the loss, and costs nothing beyond the evaluations.
@@ -34,6 +35,7 @@ from typing import Optional, Tuple
 import numpy as np
 import scipy.optimize
 import tensorflow as tf
+from gpflow.base import RegressionData
 
 from ..models import GaussianSitesModel
 from ..types import SteppedSites
@@ -43,10 +45,23 @@ from .plans import LBFGSStage, Report, TrainingPlan
 PATIENCE = 5
 """Outer iterations in a row whose change is within the tolerance before the run has converged."""
 
+WARM_START_TOL = 1e-3
+"""
+Before L-BFGS-B starts, closed-form site steps at the starting θ until the objective changes by
+at most this fraction of itself from one evaluation to the next (or
+:data:`WARM_START_MAX_STEPS`). The gradient holds the sites
+fixed, which is the gradient of the objective only near the sites' optimum; from SVGP's start,
+q(u) = p(u), VITaylor's Newton steps on a Poisson likelihood take a dozen steps to come back from
+an overshoot of exp(f), and a gradient taken on the way made L-BFGS-B's first line search fail.
+"""
+
+WARM_START_MAX_STEPS = 50
+"""The most evaluations (each ``n_upd`` closed-form steps) of the warm start (:data:`WARM_START_TOL`)."""
+
 
 def persistent_plan(
     model: GaussianSitesModel,
-    data: None = None,
+    data: Optional[RegressionData] = None,
     *,
     n_upd: int = 2,
     max_iter: int = 10_000,
@@ -56,22 +71,25 @@ def persistent_plan(
     The plan of the module docstring: one outer iteration is one accepted L-BFGS-B iterate, after
     which the model adopts the sites and q(u) stepped ``n_upd`` times at it.
 
-    :param data: ``None``: the model holds its data.
-    :param n_upd: closed-form site steps per evaluation, from the last accepted sites.
+    :param data: ``(X, Y)``, or ``None`` for the data the model holds.
+    :param n_upd: closed-form site steps per evaluation, from the q(u) of the last accepted
+        iterate (each a pass over the data).
     :param tol: stop when the objective changes by at most ``tol · max(1, |objective|)`` from one
         iteration to the next for ``PATIENCE`` (five) iterations in a row (an iteration here is one
         L-BFGS-B step, not a burst of five, and an occasional one is tiny far from the optimum).
     """
     n_upd = positive_int(n_upd, "n_upd")
-    site_ids = {id(p.unconstrained_variable) for p in model.site_parameters}
-    variables = [v for v in model.trainable_variables if id(v) not in site_ids]
+    data = model.training_data(data)  # checked and converted once, for every evaluation
+    variables = list(model.trainable_variables)
 
     def loss() -> Tuple[tf.Tensor, SteppedSites]:
-        stepped = model.stepped_sites(n_upd)
+        stepped = model.stepped_sites(n_upd, data)
         return -(stepped.objective + model.log_prior_density()), stepped
 
     if not variables:  # nothing for L-BFGS-B: closed-form steps only
-        closed_form = tf.function(lambda: model.update_sites(num_updates=n_upd), autograph=False)
+        closed_form = tf.function(
+            lambda: model.update_sites(num_updates=n_upd, data=data), autograph=False
+        )
         return TrainingPlan.from_step(lambda: float(closed_form()), max_iter=max_iter, tol=tol)
 
     lbfgs = LBFGSStage(loss, variables, maxfun=None, has_aux=True)
@@ -85,8 +103,18 @@ def persistent_plan(
         model.adopt(stepped)
         return float(stepped.objective)
 
+    def warm_start() -> None:
+        """Adopt stepped sites at the starting θ until they settle (:data:`WARM_START_TOL`), by
+        the compiled evaluation L-BFGS-B uses (no second function to trace)."""
+        previous = step_sites()
+        for _ in range(WARM_START_MAX_STEPS - 1):
+            current = step_sites()
+            if abs(current - previous) <= WARM_START_TOL * max(1.0, abs(current)):
+                return
+            previous = current
+
     def iterate(report: Report) -> Optional[str]:
-        step_sites()  # the sites and q(u) of the starting θ
+        warm_start()  # the sites and q(u) of the starting θ
         stopped = False  # whether ``report`` ended the run
         steps = 0
 

@@ -13,6 +13,7 @@ import gpflow
 import numpy as np
 import scipy.optimize
 import tensorflow as tf
+from gpflow.base import RegressionData
 
 from ..models import GaussianSitesModel
 from ..validation import positive_int
@@ -156,7 +157,7 @@ class LBFGSStage:
 
 def alternating_plan(
     model: GaussianSitesModel,
-    data: None = None,
+    data: Optional[RegressionData] = None,
     *,
     closed_form_sites: bool,
     sites_in_lbfgs: bool,
@@ -169,42 +170,56 @@ def alternating_plan(
     The alternating scheme of :cite:t:`izmailov2017faster` (Algorithm 1) and its variants, the
     driver of every route declared ``Route("alternating", ...)``:
 
-    1. with ``closed_form_sites``, ``n_upd`` closed-form updates of the site parameters and q(u)
+    1. with ``closed_form_sites``, ``n_upd`` closed-form updates of the sites and q(u)
        (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.update_sites`);
-    2. L-BFGS-B for at most ``maxfun`` evaluations of the model's ``training_loss``, over the
-       trainable hyperparameters, and also over the trainable site parameters with
-       ``sites_in_lbfgs``.
+    2. L-BFGS-B for at most ``maxfun`` evaluations of the model's objective with the sites'
+       local parameters held fixed at those of the current q(u)
+       (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.site_parameters`), over the
+       trainable hyperparameters, and also over the local parameters with ``sites_in_lbfgs``;
+       then q(u) is set optimal for them at the new hyperparameters.
 
-    An outer iteration runs stage 2 and then stage 1 of the next iteration (the very first one
-    runs stage 1 first as well), so that it ends with q(u) optimal for the current parameters and
-    the trace's callback sees the model as a user would; without ``closed_form_sites`` it only
-    refreshes q(u) there. Only two functions are compiled, once per :func:`fit` call. Stage 1 cannot
-    lower a bound and stage 2 is a descent method on −bound, so the objective is non-decreasing up
-    to L-BFGS-B's line-search tolerance.
+    The held local parameters ([N, 1] each) belong to this run, not to the model. An outer
+    iteration runs stage 2 and then stage 1 of the next iteration (the very first one runs stage
+    1 first as well), so that it ends with q(u) optimal for the current parameters and the
+    trace's callback sees the model as a user would; without ``closed_form_sites`` the local
+    parameters are L-BFGS-B's alone, read off q(u) once at the start. The compiled functions are
+    traced once per :func:`fit` call. Stage 1 cannot lower a bound and stage 2 is a descent
+    method on −bound, so the objective is non-decreasing up to L-BFGS-B's line-search tolerance.
 
-    :param data: ``None``: the model holds its data.
+    :param data: ``(X, Y)``, or ``None`` for the data the model holds.
     """
     n_upd = positive_int(n_upd, "n_upd")
     maxfun = positive_int(maxfun, "maxfun")
-    site_variables = [p.unconstrained_variable for p in model.site_parameters if p.trainable]
-    site_ids = {id(v) for v in site_variables}
-    variables = [v for v in model.trainable_variables if id(v) not in site_ids]
-    if sites_in_lbfgs:
-        variables += site_variables
-    lbfgs = LBFGSStage(model.training_loss, variables, maxfun) if variables else None
+    data = model.training_data(data)  # checked and converted once
+    held = [tf.Variable(p, trainable=False) for p in model.site_parameters(data)]
+    variables = list(model.trainable_variables) + (held if sites_in_lbfgs else [])
+
+    def loss() -> tf.Tensor:
+        return -(model.objective(data, tuple(held)) + model.log_prior_density())
+
+    lbfgs = LBFGSStage(loss, variables, maxfun) if variables else None
     # Our maths uses TensorFlow control flow explicitly: AutoGraph would only slow tracing down.
     closed_form = tf.function(
-        lambda: model.update_sites(num_updates=n_upd if closed_form_sites else 0), autograph=False
+        lambda: model.update_sites(num_updates=n_upd, data=data), autograph=False
     )
+    hold_sites = tf.function(
+        lambda: [v.assign(p) for v, p in zip(held, model.site_parameters(data))], autograph=False
+    )
+    refresh_q = tf.function(lambda: model.update_q(data, tuple(held)), autograph=False)
     started = False
 
     def step() -> float:
         nonlocal started
         if closed_form_sites and not started:
             closed_form()  # stage 1 of the first iteration
+        if closed_form_sites or not started:
+            hold_sites()
         started = True
         if lbfgs is not None:
             lbfgs()
+        objective = refresh_q()
+        if not closed_form_sites:
+            return float(objective)
         # Stage 1 of the next iteration, brought forward: the site updates end by storing the
         # optimal q(u) and returning the bound, so each row of the trace sees a current q(u).
         return float(closed_form())

@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from ..exceptions import InvalidDataError
 from ..models import SiteModel
+from ..models.protocol import AVERAGED_POINTS, mini_batch_step_size
 from ..validation import batch_tensors, check_data, positive_int, targets_for_likelihood
 from .plans import TrainingPlan
 
@@ -36,17 +37,6 @@ fewer). On two CPU cores at m = 100 a PolyaGammaSVGP step on 1000 points costs 5
 on 100: ten times the points for twice the time, with less noisy targets for q(u) and gradients for θ.
 """
 
-AVERAGED_POINTS = 3000
-"""
-:func:`svi_plan`'s step size for mini-batches of s points is the constant ρ = min(1, s / this): q(u)
-then averages the batches' targets over about this many points, whatever the batch size, and keeps
-up with the hyperparameters that Adam moves at every step (a Robbins–Monro ρₜ → 0 lets it lag
-them). Measured with batches of 1000 (30 s): on ijcnn1 ρ = 0.3 reached the benchmark target in
-15.8 s, ρ = 0.1 in 24.4 s, and Robbins–Monro (τ = 1, κ = 0.6) not at all; on a9a all three within
-3.1–3.6 s.
-"""
-
-
 DEFAULT_LEARNING_RATE = 0.1
 """
 :func:`svi_plan`'s Adam learning rate for the hyperparameters when none is given. q(u) takes its
@@ -58,11 +48,6 @@ start), the time to target at Adam 0.01 / 0.03 / 0.1: german 13.6 / 4.8 / 1.7 s,
 with the final test NLL within 0.001 of 0.01's or lower. :class:`NaturalGradientSVI`, whose
 default ρ is Robbins–Monro (q(u) lags the hyperparameters more), keeps 0.01.
 """
-
-
-def mini_batch_step_size(batch_size: int) -> float:
-    """The default constant ρ for mini-batches of ``batch_size`` points (:data:`AVERAGED_POINTS`)."""
-    return min(1.0, batch_size / AVERAGED_POINTS)
 
 
 class RobbinsMonro:
