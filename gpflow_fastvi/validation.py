@@ -79,6 +79,32 @@ def batch_tensors(batch: Any) -> Tuple[tf.Tensor, tf.Tensor]:
     return X, Y
 
 
+def checked_dataset(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """
+    ``dataset`` if it yields pairs ``(X [b, D], Y [b, 1])`` of GPflow's default float, batches
+    of rows; otherwise an :class:`InvalidDataError` that says what it yields instead. Values are
+    checked as they stream (targets by the site rules' in-graph checks).
+    """
+    spec = dataset.element_spec
+    if not isinstance(spec, tuple) or len(spec) != 2:
+        raise InvalidDataError(f"The dataset must yield pairs (X, Y); it yields {spec}.")
+    dtype = gpflow.config.default_float()
+    for name, part, columns in (("X", spec[0], None), ("Y", spec[1], 1)):
+        if not isinstance(part, tf.TensorSpec) or part.shape.rank != 2:
+            raise InvalidDataError(
+                f"The dataset must yield batches: {name} of rank 2 ([b, ...]); got {part}. "
+                "Batch it first, e.g. dataset.batch(10_000)."
+            )
+        if part.dtype != dtype:
+            raise InvalidDataError(
+                f"The dataset's {name} must have dtype {dtype.__name__}; got {part.dtype.name}. "
+                f"Cast it first, e.g. dataset.map(lambda X, Y: (tf.cast(X, tf.float64), ...))."
+            )
+        if columns is not None and part.shape[1] not in (None, columns):
+            raise InvalidDataError(f"The dataset's Y must have shape [b, 1]; got {part.shape}.")
+    return dataset
+
+
 def positive_int(value: Any, name: str, *, optional: bool = False) -> Optional[int]:
     """
     ``value`` as an int, or a ValueError naming ``name`` unless it is a positive integer (``None``
@@ -104,6 +130,18 @@ def check_num_data(num_data: Any, rows: int) -> int:
 
 # --------------------------------------------------------------------------------------------------
 # Labels and targets
+
+
+def checked_01_labels(Y: tf.Tensor) -> tf.Tensor:
+    """``Y`` with an in-graph check that every label is 0 or 1, for batches NumPy never sees."""
+    check = tf.debugging.assert_equal(
+        tf.reduce_all((Y == 0.0) | (Y == 1.0)),
+        True,
+        message="A dataset's binary labels must be in {0, 1}, GPflow's Bernoulli convention "
+        "(map 2Y - 1 labels to (Y + 1) / 2 first)",
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(Y)
 
 
 def one_of(value: Any, choices: Tuple[str, ...], name: str) -> str:

@@ -3,7 +3,7 @@ The Gaussian algebra shared by every model, ignorant of site rules: sufficient s
 the collapsed bound, the closed-form optimal q(u), all through Cholesky factors.
 """
 
-from .batching import map_over_batches, sum_over_batches
+from .batching import map_over_batches, sum_over_batches, sum_over_dataset
 from .cholesky import checked_cholesky, robust_cholesky
 from .collapsed import (
     CollapsedBound,
@@ -66,6 +66,7 @@ __all__ = [
     "statistics_from_projection",
     "stored_q",
     "sum_over_batches",
+    "sum_over_dataset",
     "triangular_inverse",
     "unexplained_variance",
     "whitened_projection",

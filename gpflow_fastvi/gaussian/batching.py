@@ -3,7 +3,7 @@ Run a function over the data in batches of rows, without retracing and without h
 batch's worth of intermediate results: sums are accumulated, per-point results concatenated.
 """
 
-from typing import Callable, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
 import tensorflow as tf
 
@@ -139,3 +139,60 @@ def map_over_batches(
         lambda i, start, _: start < N, body, (tf.constant(1), tf.constant(batch_size), arrays)
     )
     return tuple(a.concat() for a in arrays)
+
+
+@tf.autograph.experimental.do_not_convert
+def sum_over_dataset(
+    fn: Callable[..., T], dataset: tf.data.Dataset, shared: Sequence[tf.Tensor] = ()
+) -> T:
+    """
+    Σ over the batches ``(X, Y)`` of ``dataset`` of ``fn(X, Y, *shared)``, where ``fn`` returns a
+    nest of tensors that are sums over rows: :func:`sum_over_batches` for data that arrive as a
+    ``tf.data.Dataset``, streamed once for the value. As there, the gradient is a second stream
+    over the batches that recomputes each one and accumulates its vector–Jacobian product, so
+    that memory is one batch's worth however many points the dataset holds.
+    """
+    shared = [tf.convert_to_tensor(t) for t in shared]
+    structure = []  # the nest fn returns, recorded on its first call
+
+    def flat_fn(batch: Any, *whole: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+        X, Y = batch
+        result = fn(X, Y, *whole)
+        if not structure:
+            structure.append(result)
+        return tuple(tf.nest.flatten(result))  # a tuple: tf.data would stack a list into a tensor
+
+    @tf.custom_gradient
+    def summed(*whole: tf.Tensor):  # type: ignore[no-untyped-def]
+        first = dataset.take(1).get_single_element()
+        total = dataset.skip(1).reduce(
+            flat_fn(first, *whole),
+            lambda acc, batch: tuple(a + p for a, p in zip(acc, flat_fn(batch, *whole))),
+        )
+
+        def gradient(*upstream: tf.Tensor, variables: Sequence[tf.Variable] = ()):  # type: ignore[no-untyped-def]
+            variables = list(variables or ())
+            num_whole = len(whole)
+
+            def accumulate(acc: Tuple[tf.Tensor, ...], batch: Any) -> Tuple[tf.Tensor, ...]:
+                with tf.GradientTape() as tape:
+                    tape.watch(whole)
+                    parts = flat_fn(batch, *whole)
+                    inner = tf.add_n([tf.reduce_sum(u * p) for u, p in zip(upstream, parts)])
+                grads = tape.gradient(
+                    inner,
+                    list(whole) + variables,
+                    unconnected_gradients=tf.UnconnectedGradients.ZERO,
+                )
+                return tuple(a + g for a, g in zip(acc, grads))
+
+            start = tuple(tf.zeros_like(t) for t in whole) + tuple(
+                tf.zeros_like(v) for v in variables
+            )
+            grads = dataset.reduce(start, accumulate) if start else ()
+            return list(grads[:num_whole]), list(grads[num_whole:])
+
+        return total, gradient
+
+    total = summed(*shared)
+    return tf.nest.pack_sequence_as(structure[0], list(total))

@@ -22,7 +22,7 @@ bound of the same statistics.
 """
 
 import abc
-from typing import Any, Callable, ClassVar, Optional, Tuple
+from typing import Any, Callable, ClassVar, Optional, Sequence, Tuple, Union
 
 import gpflow
 import numpy as np
@@ -46,6 +46,7 @@ from ..gaussian import (
     shift_sites,
     statistics_from_projection,
     sum_over_batches,
+    sum_over_dataset,
     whitened_q,
 )
 from ..inducing import InducingSpec, make_inducing_variable
@@ -54,12 +55,18 @@ from ..validation import (
     as_float_array,
     check_data,
     check_num_data,
+    checked_01_labels,
+    checked_dataset,
     is_logit_bernoulli,
     positive_int,
     signed_labels,
     targets_for_likelihood,
 )
 from .protocol import SiteModel, mini_batch_step_size
+
+Data = Union[Tuple[tf.Tensor, tf.Tensor], tf.data.Dataset]
+"""The data of a call, as :meth:`GaussianSitesModel.training_data` returns them: ``(X, Y)``
+tensors, or a ``tf.data.Dataset`` of ``(X, Y)`` batches streamed once per pass."""
 
 SiteParameters = Tuple[tf.Tensor, ...]
 """The local parameters of a set of points' sites, each [N, 1] (ξ for Jaakkola–Jordan)."""
@@ -334,24 +341,32 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
     # ----------------------------------------------------------------------------------------------
     # The data of a call.
 
-    def training_data(self, data: Optional[RegressionData] = None) -> Tuple[tf.Tensor, tf.Tensor]:
+    def training_data(self, data: Any = None) -> Data:
         """
-        The data a call works on, as tensors: ``data`` checked and its targets converted to the
-        likelihood's convention as at construction (symbolic tensors, inside a compiled function,
-        are taken as they are), or the data the model holds when ``data`` is ``None``.
+        The data a call works on: ``data`` = ``(X, Y)`` as tensors, checked and its targets
+        converted to the likelihood's convention as at construction (symbolic tensors, inside a
+        compiled function, are taken as they are); a ``tf.data.Dataset`` of ``(X [b, D], Y [b, 1])``
+        batches, whose element structure is checked and which every pass streams once; or the
+        data the model holds when ``data`` is ``None``.
         """
+        name = type(self).__name__
         if data is None:
             if self.data is None:
-                name = type(self).__name__
                 raise ValueError(
                     f"This {name} was built without data: pass it to the call, e.g. "
                     f"training_loss((X, Y)) or fit(model, (X, Y)), or build the model with it, "
                     f"{name}((X, Y), kernel, ...)."
                 )
             return self.data
+        if isinstance(data, tf.data.Dataset):
+            data = checked_dataset(data)
+            if isinstance(self.likelihood, gpflow.likelihoods.Bernoulli):
+                data = data.map(lambda X, Y: (X, checked_01_labels(Y)))
+            return data
         if not _looks_like_data(data):
             raise TypeError(
-                f"data must be a tuple (X, Y) with X [N, D] and Y [N, 1]; got {type(data).__name__}."
+                "data must be a tuple (X, Y) with X [N, D] and Y [N, 1], or a tf.data.Dataset of "
+                f"such batches; got {type(data).__name__}."
             )
         X, Y = data
         if any(tf.is_tensor(t) and not hasattr(t, "numpy") for t in (X, Y)):
@@ -365,11 +380,30 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             )
         return tf.constant(X), tf.constant(Y)
 
-    def _is_mini_batch(self, X: tf.Tensor) -> bool:
-        """Whether a call's X is a mini-batch: fewer rows than ``num_data``, or rows unknown."""
-        if self.num_data is None:
+    def _sum_over_data(
+        self, fn: Callable[..., Any], data: Data, shared: Sequence[tf.Tensor] = ()
+    ) -> Any:
+        """Σ of ``fn(X, Y, *shared)`` over the data: in batches of :attr:`batch_size`, or streamed."""
+        if isinstance(data, tf.data.Dataset):
+            return sum_over_dataset(fn, data, shared)
+        return sum_over_batches(fn, data, self.batch_size, shared)
+
+    def _arrays(self, data: Data, what: str) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The data as (X, Y) tensors, or an error for a dataset where ``what`` needs arrays."""
+        if isinstance(data, tf.data.Dataset):
+            raise ValueError(
+                f"{what} holds one value per training point, so it needs the data as arrays "
+                "(X, Y), not a tf.data.Dataset. To stream, use fit's default route "
+                "(method='persistent'), which keeps nothing per point."
+            )
+        return data
+
+    def _is_mini_batch(self, data: Data) -> bool:
+        """Whether a call's data are a mini-batch: fewer rows than ``num_data``, or rows unknown.
+        A dataset is all the data, streamed."""
+        if self.num_data is None or isinstance(data, tf.data.Dataset):
             return False
-        rows = X.shape[0]
+        rows = data[0].shape[0]
         return rows is None or rows < self.num_data
 
     # ----------------------------------------------------------------------------------------------
@@ -398,8 +432,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
 
     def _pass_statistics(
         self,
-        X: tf.Tensor,
-        Y: tf.Tensor,
+        data: Data,
         L: tf.Tensor,
         m: tf.Tensor,
         R: tf.Tensor,
@@ -433,23 +466,24 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             return statistics_from_projection(batch_projection, sites)
 
         m, R = tf.stop_gradient(m), tf.stop_gradient(R)
-        return sum_over_batches(batch_statistics, (X, Y), self.batch_size, (L, m, R))
+        return self._sum_over_data(batch_statistics, data, (L, m, R))
 
-    def _stepped(self, X: tf.Tensor, Y: tf.Tensor, num_updates: int) -> SteppedSites:
+    def _stepped(self, data: Data, num_updates: int) -> SteppedSites:
         """
-        :meth:`stepped_sites` on the data (X, Y): ``num_updates`` passes from the stored q(u),
+        :meth:`stepped_sites` on the data: ``num_updates`` passes from the stored q(u),
         sharing one Kmm factor and (without batches) one projection; every pass but the last
         goes through :meth:`step_rule`, the last through :meth:`site_rule`, whose statistics give
         the objective and the new q(u).
         """
         num_updates = positive_int(num_updates, "num_updates")
         L = self.Kmm_cholesky()
-        projection = self.projection(X, L) if self.batch_size is None else None
+        in_memory = self.batch_size is None and not isinstance(data, tf.data.Dataset)
+        projection = self.projection(data[0], L) if in_memory else None
         m, R = self.current_whitened_q(L)
         for step in range(num_updates):
             last = step == num_updates - 1
             rule = self.site_rule if last else self.step_rule
-            stats = self._pass_statistics(X, Y, L, m, R, rule, projection)
+            stats = self._pass_statistics(data, L, m, R, rule, projection)
             factors = collapsed_factors(stats)
             if not last:
                 m, R = optimal_q(factors, L, whiten=True)
@@ -477,8 +511,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         as the steps approach the sites' optimum; for Taylor sites it is the gradient at fixed
         expansion points, as in vi-Taylor's own L-BFGS-B stage.
         """
-        X, Y = self.training_data(data)
-        return self._stepped(X, Y, num_updates)
+        return self._stepped(self.training_data(data), num_updates)
 
     def adopt(self, stepped: SteppedSites) -> None:
         """Make the q(u) of :meth:`stepped_sites` the model's own."""
@@ -496,8 +529,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         and KLCorrected's Newton E-step, the steps are Newton steps and the objective need not
         rise at each of them. Hyperparameters are left alone.
         """
-        X, Y = self.training_data(data)
-        stepped = self._stepped(X, Y, num_updates)
+        stepped = self._stepped(self.training_data(data), num_updates)
         self.adopt(stepped)
         return stepped.objective
 
@@ -510,7 +542,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         what the paper's alternating schemes hold fixed while L-BFGS-B moves θ
         (:func:`~gpflow_fastvi.training.alternating_plan`). Memory O(N).
         """
-        X, Y = self.training_data(data)
+        X, Y = self._arrays(self.training_data(data), "site_parameters")
         L = self.Kmm_cholesky()
         m, R = self.current_whitened_q(L)
 
@@ -543,12 +575,13 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         The collapsed bound (:mod:`gpflow_fastvi.gaussian.collapsed`) as its named terms, of the
         sites with the given local parameters, or of the sites read off the stored q(u).
         """
-        X, Y = self.training_data(data)
+        data = self.training_data(data)
         L = self.Kmm_cholesky()
         if site_parameters is None:
             m, R = self.current_whitened_q(L)
-            stats = self._pass_statistics(X, Y, L, m, R, self.site_rule)
+            stats = self._pass_statistics(data, L, m, R, self.site_rule)
         else:
+            X, Y = self._arrays(data, "site_parameters")
             stats = self._fixed_site_statistics(X, Y, L, site_parameters)
         return collapsed_bound(stats, collapsed_factors(stats))
 
@@ -564,7 +597,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         """
         if site_parameters is None:
             return self.update_sites(1, data=data)
-        X, Y = self.training_data(data)
+        X, Y = self._arrays(self.training_data(data), "site_parameters")
         L = self.Kmm_cholesky()
         stats = self._fixed_site_statistics(X, Y, L, site_parameters)
         factors = collapsed_factors(stats)
@@ -597,7 +630,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         with the sites' local parameters given or read off q(u). It equals the collapsed bound
         of the same sites when q(u) is optimal for them and is below it everywhere else.
         """
-        X, Y = self.training_data(data)
+        data = self.training_data(data)
         L = self.Kmm_cholesky()
         m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
 
@@ -610,8 +643,11 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
                 params = [tf.stop_gradient(p) for p in self.site_update(X, Y, Fmu, Fvar)]
             return tf.reduce_sum(expected_sites(self.site_rule(X, Y, *params), Fmu, Fvar))
 
-        tensors = (X, Y, *(site_parameters or ()))
-        expectation = sum_over_batches(batch_expectation, tensors, self.batch_size, (L, m, R))
+        if site_parameters is None:
+            expectation = self._sum_over_data(batch_expectation, data, (L, m, R))
+        else:
+            tensors = (*self._arrays(data, "site_parameters"), *site_parameters)
+            expectation = sum_over_batches(batch_expectation, tensors, self.batch_size, (L, m, R))
         return expectation - kl_to_prior(m, R)
 
     # ----------------------------------------------------------------------------------------------
@@ -634,11 +670,12 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         loop over ``training_loss_closure(iter(dataset))`` trains the hyperparameters while q(u)
         follows by the method's own step.
         """
-        X, Y = self.training_data(data)
-        if self._is_mini_batch(X):
-            objective = self.natural_gradient_step((X, Y), mini_batch_step_size(tf.shape(X)[0]))
+        data = self.training_data(data)
+        if self._is_mini_batch(data):
+            X, _ = data
+            objective = self.natural_gradient_step(data, mini_batch_step_size(tf.shape(X)[0]))
         else:
-            stepped = self._stepped(X, Y, PERSISTENT_ROUTE.options["n_upd"])
+            stepped = self._stepped(data, PERSISTENT_ROUTE.options["n_upd"])
             self.adopt(stepped)
             objective = stepped.objective
         return -(objective + self.log_prior_density())
@@ -681,12 +718,13 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         with :class:`gpflow.models.SVGP`; for VIJJ it is ≥ the bound. Models change the
         likelihood term through :meth:`_expected_log_likelihood`.
         """
-        X, Y = self.training_data(data)
-        var_exp = sum_over_batches(self._expected_log_likelihood, (X, Y), self.batch_size)
+        data = self.training_data(data)
+        var_exp = self._sum_over_data(self._expected_log_likelihood, data)
         kl = gpflow.kullback_leiblers.prior_kl(
             self.inducing_variable, self.kernel, self.q_mu, self.q_sqrt, whiten=self.whiten
         )
-        return self.data_scale(X) * var_exp - kl
+        scale = 1.0 if isinstance(data, tf.data.Dataset) else self.data_scale(data[0])
+        return scale * var_exp - kl
 
     def yardstick_elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """The SVGP yardstick, :meth:`elbo`."""

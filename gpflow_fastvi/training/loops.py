@@ -82,9 +82,12 @@ def fit(
     L-BFGS-B run with closed-form site steps (``"persistent"``, the default) and the paper's vi-JJ
     (``"analytic"``), vi-JJ-full (``"full"``) and vi-JJ-hybrid (``"hybrid"``).
 
-    :param data: ``(X, Y)`` for a model built with SVGP's signature (for
-        :class:`~gpflow_fastvi.PolyaGammaSVGP` also a ``tf.data.Dataset`` of batches); ``None``
-        for a model that holds its data.
+    :param data: for a model built with SVGP's signature, ``(X, Y)`` or a finite
+        ``tf.data.Dataset`` of ``(X [b, D], Y [b, 1])`` batches. The closed-form models' default
+        route streams a dataset once per pass, so memory is O(b·M + M²) whatever the number of
+        points (:mod:`gpflow_fastvi.datasets` builds such a dataset lazily from a file);
+        :class:`~gpflow_fastvi.PolyaGammaSVGP` takes its mini-batches from it. ``None`` for a
+        model that holds its data.
     :param max_iter: cap on outer iterations. ``None`` takes the route's default, or no cap at all
         when a ``time_budget`` is given: the budget (or convergence) ends the run.
     :param tol: stop when the objective changes by at most ``tol · max(1, |objective|)`` between
