@@ -419,3 +419,69 @@ def test_standardise_centres_constant_columns_without_dividing_by_zero() -> None
 def test_standardise_refuses_different_widths() -> None:
     with pytest.raises(ValueError, match="X_train has 2 features but X_test has 3"):
         standardise(np.ones((3, 2)), np.ones((3, 3)))
+
+
+# --------------------------------------------------------------------------------------------------
+# Streaming a file lazily
+# --------------------------------------------------------------------------------------------------
+
+
+def _streamed(stream):
+    batches = list(stream.dataset)
+    return (
+        np.concatenate([X.numpy() for X, _ in batches]),
+        np.concatenate([Y.numpy() for _, Y in batches]),
+        [int(X.shape[0]) for X, _ in batches],
+    )
+
+
+@pytest.mark.parametrize("opener, suffix", [(open, ""), (bz2.open, ".bz2")])
+def test_a_streamed_libsvm_file_holds_the_rows_the_loader_reads(
+    tmp_path: Path, rng: np.random.Generator, opener, suffix: str
+) -> None:
+    from gpflow_fastvi.datasets import stream_file
+
+    X = rng.normal(size=(23, 4))
+    X[rng.random(size=X.shape) < 0.4] = 0.0
+    X[0, -1] = 1.5  # so the largest index is 4
+    path = tmp_path / f"data.svm{suffix}"
+    with opener(path, "wt") as f:
+        f.write(libsvm_text(X, rng.choice([-1, 1], size=23)))
+    stream = stream_file(path, batch_size=10)
+    X_streamed, Y_streamed, sizes = _streamed(stream)
+    X_loaded, Y_loaded = load_file(path)
+    np.testing.assert_array_equal(X_streamed, X_loaded)
+    np.testing.assert_array_equal(Y_streamed, Y_loaded)
+    assert sizes == [10, 10, 3] and stream.num_data == 23 and stream.num_features == 4
+    assert stream.classes == (-1.0, 1.0)
+    assert _streamed(stream)[2] == sizes  # re-iterable: every pass reads the file again
+
+
+def test_a_streamed_csv_file_holds_the_rows_the_loader_reads(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    from gpflow_fastvi.datasets import stream_file
+
+    X = rng.normal(size=(17, 3))
+    labels = rng.choice(["no", "yes"], size=17)
+    path = write_dense(tmp_path / "data.csv", X, labels, label_column=-1)
+    path.write_text("a,b,c,answer\n" + path.read_text())  # a header, detected and skipped
+    stream = stream_file(path, batch_size=5, label_column=-1)
+    X_streamed, Y_streamed, _ = _streamed(stream)
+    X_loaded, Y_loaded = load_csv(path, label_column=-1)
+    np.testing.assert_array_equal(X_streamed, X_loaded)
+    np.testing.assert_array_equal(Y_streamed, Y_loaded)
+    assert stream.classes == ("no", "yes")
+
+
+def test_streaming_refuses_what_the_loaders_refuse(tmp_path: Path) -> None:
+    from gpflow_fastvi.datasets import stream_file
+
+    three = write_dense(tmp_path / "three.csv", np.ones((3, 2)), [0, 1, 2])
+    with pytest.raises(DatasetError, match="exactly two classes"):
+        stream_file(three)
+    bad = write_dense(tmp_path / "bad.csv", np.array([[1.0, np.nan], [2.0, 3.0]]), [0, 1])
+    with pytest.raises(DatasetError, match="finite"):
+        stream_file(bad)
+    with pytest.raises(DatasetError, match="neither of the classes"):
+        stream_file(write_dense(tmp_path / "test.csv", np.ones((2, 2)), [0, 5]), classes=(0.0, 1.0))

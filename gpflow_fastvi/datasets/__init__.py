@@ -9,7 +9,11 @@ demos, tutorials and tests need no download. The benchmark sets
 (:data:`BENCHMARK_SETS`, :func:`load_benchmark`) are read from a data directory and verified
 against their checksums.
 
-This module imports NumPy only; scikit-learn (for LIBSVM files) is imported when first needed.
+A file larger than memory is read lazily as a ``tf.data.Dataset`` of batches by
+:func:`stream_file`, which a closed-form model streams once per pass.
+
+This module imports NumPy only; scikit-learn (for LIBSVM files) and TensorFlow (for
+:func:`stream_file`) are imported when first needed.
 """
 
 from .bundled import BANANA_SHA256, load_banana, load_banana_split1, load_ijcnn1
@@ -57,5 +61,17 @@ __all__ = [
     "load_libsvm",
     "load_train_test",
     "standardise",
+    "stream_file",
+    "FileStream",
     "train_test_split",
 ]
+
+_STREAMING = ("stream_file", "FileStream")
+
+
+def __getattr__(name: str) -> object:
+    if name in _STREAMING:  # imports TensorFlow: only when asked for
+        from . import streaming
+
+        return getattr(streaming, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
