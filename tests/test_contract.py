@@ -23,30 +23,33 @@ def _kernel():
     return gpflow.kernels.SquaredExponential(lengthscales=0.8)
 
 
-def _vijj(data, Z):
-    return fv.VIJJ(data, _kernel(), Z)
+PROBIT = gpflow.likelihoods.Bernoulli
 
 
-def _vitaylor(data, Z):
-    return fv.VITaylor(data, _kernel(), Z)
+def _swapped(model_class, likelihood):
+    """The model built exactly as SVGP is: ``Model(kernel, likelihood, Z, num_data=N)``."""
+    return lambda data, Z: model_class(_kernel(), likelihood(), Z, num_data=len(data[0]))
 
 
-def _klcorrected(data, Z):
-    return fv.KLCorrected(data, _kernel(), inducing_variable=Z)
-
-
-def _polya_gamma(data, Z):
-    likelihood = gpflow.likelihoods.Bernoulli(**LOGIT)
-    return fv.PolyaGammaSVGP(_kernel(), likelihood, Z, num_data=len(data[0]))
+def _logit():
+    return gpflow.likelihoods.Bernoulli(**LOGIT)
 
 
 FACTORIES = {
-    fv.VIJJ: _vijj,
-    fv.VITaylor: _vitaylor,
-    fv.KLCorrected: _klcorrected,
-    fv.PolyaGammaSVGP: _polya_gamma,
+    fv.VIJJ: _swapped(fv.VIJJ, _logit),
+    fv.VITaylor: _swapped(fv.VITaylor, _logit),
+    fv.KLCorrected: _swapped(fv.KLCorrected, PROBIT),
+    fv.PolyaGammaSVGP: _swapped(fv.PolyaGammaSVGP, _logit),
 }
-"""How the contract builds each model on binary data (X, Y) with inducing inputs Z."""
+"""How the contract builds each model on binary data (X, Y) with inducing inputs Z: with SVGP's
+signature, the data per call."""
+
+HOLDING = {
+    fv.VIJJ: lambda data, Z: fv.VIJJ(data, _kernel(), Z),
+    fv.VITaylor: lambda data, Z: fv.VITaylor(data, _kernel(), Z),
+    fv.KLCorrected: lambda data, Z: fv.KLCorrected(data, _kernel(), inducing_variable=Z),
+}
+"""The data-holding (SGPR-like) form, for the models that have one."""
 
 
 def _concrete_subclasses(cls):
@@ -63,6 +66,7 @@ def test_every_model_is_in_the_contract():
         c for c in _concrete_subclasses(SiteModel) if c.__module__.startswith("gpflow_fastvi.")
     }
     assert package_models == set(ALL_MODELS) == set(FACTORIES)
+    assert set(HOLDING) == {c for c in ALL_MODELS if issubclass(c, fv.GaussianSitesModel)}
 
 
 @pytest.fixture(params=ALL_MODELS, ids=lambda c: c.__name__)
@@ -109,10 +113,22 @@ def test_checkpoint_restores_into_gpflow_svgp(model_class, data, tmp_path):
         data[0][::5] + 1.0,  # deliberately wrong: the checkpoint must carry Z
         whiten=model.whiten,
     )
-    tf.train.Checkpoint(model=svgp).read(path).expect_partial()
+    # SVGP's variables and nothing else: no per-point state, no warning about unused values (but
+    # KLCorrected's β, a hyperparameter of its model f = f̄ + ε that SVGP does not have).
+    status = tf.train.Checkpoint(model=svgp).read(path)
+    if isinstance(model, fv.KLCorrected):
+        status.expect_partial()
+    else:
+        status.assert_consumed()
     Xnew = np.linspace(-2, 2, 7)[:, None].repeat(2, axis=1)
     for got, want in zip(svgp.predict_f(Xnew), model.posterior().predict_f(Xnew)):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    # The model's own predictive is SVGP's, but for KLCorrected, whose f = f̄ + ε adds β⁻¹.
+    noise = 1.0 / model.beta.numpy() if isinstance(model, fv.KLCorrected) else 0.0
+    mean, var = model.predict_f(Xnew)
+    svgp_mean, svgp_var = svgp.predict_f(Xnew)
+    np.testing.assert_allclose(mean, svgp_mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(var, svgp_var + noise, rtol=1e-10)
 
 
 def test_print_summary_shows_svgp_attribute_paths(model_class, data):
@@ -173,3 +189,86 @@ def test_bad_inputs_raise_errors_that_name_the_problem(model_class, data):
     else:
         with pytest.raises(ValueError, match="without data"):
             fv.fit(model)
+
+
+# --------------------------------------------------------------------------------------------------
+# The one-line swap: SVGP's signature, the data per call, GPflow's optimisers.
+
+SVGP_KEYWORDS = ("mean_function", "num_latent_gps", "q_diag", "whiten", "num_data")
+
+
+def test_every_model_takes_svgps_signature(model_class):
+    parameters = inspect.signature(model_class.__init__).parameters
+    assert list(parameters)[1:4] == ["kernel", "likelihood", "inducing_variable"]
+    assert set(SVGP_KEYWORDS) | {"train_inducing"} <= set(parameters)
+
+
+def test_the_data_holding_form_is_the_svgp_form_with_the_data(model_class, data):
+    if model_class not in HOLDING:
+        pytest.skip("PolyaGammaSVGP takes its data per call only, as SVGP does")
+    Z = data[0][::5].copy()
+    held, swapped = HOLDING[model_class](data, Z), FACTORIES[model_class](data, Z)
+    assert held.num_data == swapped.num_data == len(data[0])
+    np.testing.assert_allclose(held.update_sites(3), swapped.update_sites(3, data=data), rtol=1e-12)
+    np.testing.assert_allclose(held.q_mu.numpy(), swapped.q_mu.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(held.training_loss(), swapped.training_loss(data), rtol=1e-12)
+    with pytest.raises(ValueError, match="holds its training data"):
+        fv.fit(held, data)
+
+
+def test_gpflows_training_interface_takes_the_data_per_call(model_class, data):
+    model = FACTORIES[model_class](data, data[0][::5].copy())
+    loss = model.training_loss(data)
+    closure = model.training_loss_closure(data)
+    assert np.isfinite(loss) and np.isfinite(closure()) and np.isfinite(model.elbo(data))
+    # An iterator of mini-batches, as in GPflow's SVGP notebooks: one trace for all batches.
+    batches = iter(tf.data.Dataset.from_tensor_slices(data).repeat().batch(20))
+    model.training_loss_closure(batches, compile=False)()  # the eager form runs too
+    closure = model.training_loss_closure(batches)
+    optimizer = gpflow.keras.tf_keras.optimizers.Adam(0.01)
+    for _ in range(3):
+        optimizer.minimize(closure, model.trainable_variables)
+    assert np.all(np.isfinite(model.q_mu.numpy()))
+    with pytest.raises(ValueError, match="built without data|per call"):
+        model.training_loss()
+
+
+def test_gpflows_scipy_on_the_closure_reaches_what_fit_reaches(model_class, data):
+    """GPflow's own optimiser on training_loss_closure((X, Y)) ends at the method's answer."""
+    X, Y = data
+    Z = X[::5].copy()
+    fitted, scipy = FACTORIES[model_class](data, Z), FACTORIES[model_class](data, Z)
+    fv.fit(fitted, data, max_iter=2000, tol=1e-10)  # both to their end, to compare end points
+    gpflow.optimizers.Scipy().minimize(
+        scipy.training_loss_closure(data), scipy.trainable_variables, options={"maxiter": 2000}
+    )
+    Xnew = np.linspace(-2, 2, 9)[:, None].repeat(2, axis=1)
+    np.testing.assert_allclose(scipy.predict_y(Xnew)[0], fitted.predict_y(Xnew)[0], atol=0.01)
+    nll = [-float(np.mean(m.predict_log_density(data))) for m in (scipy, fitted)]
+    assert abs(nll[0] - nll[1]) < 0.01
+
+
+def test_every_model_keeps_its_inducing_inputs_fixed_unless_told(model_class, data):
+    Z = data[0][::5].copy()
+    trainable = lambda model: {id(v) for v in model.trainable_variables}  # noqa: E731
+    model = FACTORIES[model_class](data, Z)
+    assert id(model.inducing_variable.Z.unconstrained_variable) not in trainable(model)
+    moving = model_class(_kernel(), model.likelihood, Z, num_data=len(Z), train_inducing=True)
+    assert id(moving.inducing_variable.Z.unconstrained_variable) in trainable(moving)
+
+
+def test_what_the_models_do_not_support_is_refused_clearly(model_class, data):
+    Z = data[0][::5].copy()
+    likelihood = FACTORIES[model_class](data, Z).likelihood
+    two_outputs = gpflow.kernels.SharedIndependent(_kernel(), output_dim=2)
+    with pytest.raises(fv.IncompatibleLikelihoodError, match="one latent|binary classification"):
+        model_class(two_outputs, likelihood, Z)
+    with pytest.raises(fv.IncompatibleLikelihoodError, match="one latent|binary classification"):
+        model_class(_kernel(), likelihood, Z, num_latent_gps=2)
+    with pytest.raises(ValueError, match="q_diag"):
+        model_class(_kernel(), likelihood, Z, q_diag=True)
+    if model_class in HOLDING:
+        with pytest.raises(ValueError, match="needs the data"):
+            model_class(_kernel(), likelihood, 10)
+        with pytest.raises(ValueError, match="num_data=7"):
+            model_class(data, _kernel(), inducing_variable=Z, num_data=7)

@@ -68,19 +68,24 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
         q_sqrt: Optional[tf.Tensor] = None,
         whiten: bool = True,
         num_data: Optional[int] = None,
+        train_inducing: bool = False,
     ):
         """
-        Arguments as for :class:`gpflow.models.SVGP`, with these restrictions:
+        Arguments as for :class:`gpflow.models.SVGP`, with these restrictions and one addition:
 
         :param likelihood: must be ``gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)``.
         :param num_latent_gps: must be 1 (binary classification).
         :param q_diag: must be ``False``: the natural-gradient step produces a full covariance.
         :param num_data: the number of training points, needed to scale mini-batch ELBOs.
+        :param train_inducing: optimise the inducing inputs with the hyperparameters. Off by
+            default, as for every model of the package (the papers keep them fixed); SVGP trains
+            them unless told otherwise, so pass ``True`` to keep an SVGP script's behaviour.
         """
         check_logit_bernoulli(likelihood, "PolyaGammaSVGP's Pólya-Gamma augmentation")
-        if num_latent_gps != 1:
+        if num_latent_gps != 1 or isinstance(kernel, gpflow.kernels.MultioutputKernel):
             raise IncompatibleLikelihoodError(
-                f"PolyaGammaSVGP is for binary classification with one latent GP; got "
+                "PolyaGammaSVGP is for binary classification with one latent GP: it takes a "
+                f"single-output kernel and num_latent_gps=1; got {type(kernel).__name__} with "
                 f"num_latent_gps={num_latent_gps}."
             )
         if q_diag:
@@ -100,6 +105,7 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
             whiten=whiten,
             num_data=num_data,
         )
+        gpflow.set_trainable(self.inducing_variable, train_inducing)
 
     # ----------------------------------------------------------------------------------------------
     # The site rule: Pólya-Gamma sites with c optimal for the current q(f).
@@ -129,6 +135,10 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
     def yardstick_elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """SVGP's own ELBO (the likelihood's quadrature) at the current q(u), ≥ :meth:`elbo`."""
         return gpflow.models.SVGP.elbo(self, self._require_data(data, "yardstick_elbo"))
+
+    def training_loss(self, data: Optional[RegressionData] = None) -> tf.Tensor:
+        """SVGP's ``training_loss(data)``: −(:meth:`elbo` + log prior density)."""
+        return super().training_loss(self._require_data(data, "training_loss"))
 
     def update_sites(
         self, num_updates: int = 1, *, data: Optional[RegressionData] = None
