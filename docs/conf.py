@@ -6,6 +6,8 @@ after ``pip install ".[docs]"``. The tutorials in ``notebooks/`` (seen here thro
 ``GPFLOW_FASTVI_QUICK=1`` for the shortened loops the test suite uses.
 """
 
+import inspect
+
 import gpflow_fastvi
 
 project = "gpflow_fastvi"
@@ -35,7 +37,11 @@ nb_execution_mode = "force"
 nb_execution_raise_on_error = True
 nb_execution_timeout = 900
 nb_execution_show_tb = True
-nb_merge_streams = True
+# Standard error holds TensorFlow's C++ start-up log (no GPU found, oneDNN notices), written before
+# its log level is read: keep it, and every other stderr line, out of the rendered pages. A cell
+# that fails still fails the build.
+nb_merge_streams = False
+nb_output_stderr = "remove"
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
@@ -47,3 +53,28 @@ bibtex_reference_style = "author_year"
 
 html_theme = "furo"
 html_title = f"gpflow_fastvi {release}"
+
+
+def _constructor_signature(app, what, name, obj, options, signature, return_annotation):
+    """
+    The models' metaclass (:class:`~gpflow_fastvi.models.base.DataFirstForm`) defines ``__call__``
+    to accept the data-first form too, and autodoc would show its ``(*args, **kwargs)`` as the
+    class signature: show the constructor's own, which is SVGP's.
+    """
+    from gpflow_fastvi.models.base import DataFirstForm
+
+    if what == "class" and isinstance(obj, DataFirstForm):
+        constructor = inspect.signature(obj.__init__)
+        parameters = [  # without self, and without annotations, as autodoc_typehints shows them
+            p.replace(annotation=inspect.Parameter.empty)
+            for p in list(constructor.parameters.values())[1:]
+        ]
+        shown = constructor.replace(
+            parameters=parameters, return_annotation=inspect.Signature.empty
+        )
+        return str(shown), None
+    return None
+
+
+def setup(app):
+    app.connect("autodoc-process-signature", _constructor_signature)

@@ -24,6 +24,7 @@ import os
 import sys
 from typing import Any, Optional, Sequence, Tuple
 
+from ._version import __version__
 from .benchmarks.cli_args import (
     add_bench_commands,
     add_compare_command,
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gpflow-fastvi",
         description="Fast variational GP classification for GPflow 2.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_compare_command(commands)
     add_kl_correction_command(commands)
@@ -53,16 +55,21 @@ def _load_data(args: argparse.Namespace) -> Tuple[str, Tuple[Any, Any, Any, Any]
         X_train, Y_train, X_test, Y_test = train_test_split(
             *load_banana(), test_fraction=args.test_fraction, seed=args.seed
         )
+        classes = (-1.0, 1.0)
     elif args.test is None:
         name = os.path.basename(args.train)
+        X, Y, classes = load_file(args.train, args.label_column, return_classes=True)
         X_train, Y_train, X_test, Y_test = train_test_split(
-            *load_file(args.train, args.label_column),
-            test_fraction=args.test_fraction,
-            seed=args.seed,
+            X, Y, test_fraction=args.test_fraction, seed=args.seed
         )
     else:
         name = f"{os.path.basename(args.train)} / {os.path.basename(args.test)}"
-        X_train, Y_train, X_test, Y_test = load_train_test(args.train, args.test, args.label_column)
+        *split, classes = load_train_test(
+            args.train, args.test, args.label_column, return_classes=True
+        )
+        X_train, Y_train, X_test, Y_test = split
+    negative, positive = classes
+    print(f"labels: {negative!r} -> 0, {positive!r} -> 1 (the positive class)")
     X_train, X_test = standardise(X_train, X_test)
     return name, (X_train, Y_train, X_test, Y_test)
 
@@ -236,6 +243,29 @@ def _scaling(args: argparse.Namespace) -> int:
     return 0
 
 
+def quiet_tensorflow() -> None:
+    """
+    Import TensorFlow with its C++ start-up log (no GPU found, oneDNN notices) kept out of the
+    output, unless the user set ``TF_CPP_MIN_LOG_LEVEL`` themselves (then they asked for it).
+    TensorFlow writes part of that log before its log level is read, straight to the process's
+    standard error, so the import runs with file descriptor 2 pointed at the null device; an
+    import error is still raised, and shown once the descriptor is restored.
+    """
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or "tensorflow" in sys.modules:
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        import tensorflow  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     Run ``gpflow-fastvi`` with ``argv`` (default: the command line) and return the exit status.
@@ -245,6 +275,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(None if argv is None else list(argv))
+    quiet_tensorflow()
     if args.command == "compare":
         if args.test is not None and args.train is None:
             parser.error("compare: --test needs --train as well")

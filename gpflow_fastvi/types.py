@@ -59,9 +59,6 @@ class SteppedSites(NamedTuple):
     """The optimal q(u)'s mean for them, [M, 1], stored as the model stores ``q_mu``."""
     q_sqrt: tf.Tensor
     """Its Cholesky factor, [1, M, M], stored as the model stores ``q_sqrt``."""
-    L: tf.Tensor
-    """The Cholesky factor of Kmm at the hyperparameters of the steps, [M, M]: the frame of a
-    whitened q(u)."""
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,49 @@ def test_compare_succeeds_and_prints_the_data_summary(compare_run: Dict[str, obj
     assert "n_train = 240, n_test = 60, d = 2, m = 10" in str(compare_run["stdout"])
 
 
+def test_compare_says_which_label_is_the_positive_class(compare_run: Dict[str, object]) -> None:
+    assert "labels: -1.0 -> 0, 1.0 -> 1 (the positive class)" in str(compare_run["stdout"])
+
+
+def test_compare_output_has_no_tensorflow_start_up_log(tmp_path: Path) -> None:
+    """The console script, as a user runs it: TensorFlow's C++ notices stay out of its output."""
+    data = write_two_rings(tmp_path / "rings.csv", N=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpflow_fastvi.cli", "compare", "--train", str(data)]
+        + ["--inducing", "5", "--time-budget", "1", "--methods", "VIJJ", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in __import__("os").environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"},
+    )
+    assert result.returncode == 0, result.stderr
+    for noise in ("cuda", "oneDNN", "cpu_feature_guard"):
+        assert noise not in result.stdout + result.stderr
+
+
+def test_version(capsys) -> None:
+    from gpflow_fastvi import __version__
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert (
+        stop.value.code == 0 and capsys.readouterr().out.strip() == f"gpflow-fastvi {__version__}"
+    )
+
+
+def test_label_column_applies_to_the_csv_of_a_csv_and_libsvm_pair(tmp_path: Path) -> None:
+    from gpflow_fastvi.datasets import load_train_test
+
+    train = tmp_path / "train.csv"
+    train.write_text("0.5,1.0,1\n-0.5,2.0,-1\n0.1,3.0,1\n")
+    test = tmp_path / "test.svm"
+    test.write_text("+1 1:0.2\n-1 2:1.5\n")  # its label is first
+    X, Y, X_test, Y_test, classes = load_train_test(train, test, -1, return_classes=True)
+    assert classes == (-1.0, 1.0) and X_test.shape == (2, 2)
+    np.testing.assert_array_equal(Y_test[:, 0], [1.0, 0.0])
+    np.testing.assert_array_equal(X_test, [[0.2, 0.0], [0.0, 1.5]])
+
+
 def test_compare_prints_a_table_row_per_method(compare_run: Dict[str, object]) -> None:
     lines = str(compare_run["stdout"]).splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("Method"))

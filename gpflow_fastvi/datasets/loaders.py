@@ -20,7 +20,7 @@ import io
 import lzma
 import os
 import re
-from typing import IO, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -195,6 +195,20 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def _label_index(source: str, line: str, width: int, label_column: int) -> int:
+    """The label's column in rows of ``width`` fields, or an error naming ``line`` of ``source``."""
+    if width < 2:
+        raise DatasetError(
+            f"{source}: {line} has a single field; expected a label and at least one "
+            "feature (is the delimiter right?)"
+        )
+    if not -width <= label_column < width:
+        raise DatasetError(
+            f"{source}: label column {label_column} is out of range for rows of {width} fields"
+        )
+    return label_column % width
+
+
 def _read_dense(
     path: PathLike, label_column: int, delimiter: Optional[str], header: Optional[bool]
 ) -> Tuple[np.ndarray, RawLabels]:
@@ -203,16 +217,7 @@ def _read_dense(
     if not rows:
         raise DatasetError(f"{source}: the file holds no data rows")
     width = len(rows[0])
-    if width < 2:
-        raise DatasetError(
-            f"{source}: line {numbers[0]} has a single field; expected a label and at least one "
-            "feature (is the delimiter right?)"
-        )
-    if not -width <= label_column < width:
-        raise DatasetError(
-            f"{source}: label column {label_column} is out of range for rows of {width} fields"
-        )
-    label_index = label_column % width
+    label_index = _label_index(source, f"line {numbers[0]}", width, label_column)
     for row, number in zip(rows, numbers):
         if len(row) != width:
             raise DatasetError(
@@ -378,8 +383,12 @@ def _check_label_column_for_libsvm(path: PathLike, label_column: int) -> None:
 
 
 def load_file(
-    path: PathLike, label_column: int = 0, *, n_features: Optional[int] = None
-) -> Tuple[np.ndarray, np.ndarray]:
+    path: PathLike,
+    label_column: int = 0,
+    *,
+    n_features: Optional[int] = None,
+    return_classes: bool = False,
+) -> Any:
     """
     Load a data file as CSV/dense text or LIBSVM, whichever :func:`detect_format` finds.
 
@@ -388,34 +397,45 @@ def load_file(
         files always carry the label first, so anything but 0 is an error for them.
     :param n_features: the number of features the data must have; for LIBSVM files, pads with
         all-zero features up to this number (see :func:`load_libsvm`).
-    :return: ``X`` [N, D] and ``Y`` [N, 1] in {0, 1}, both float64.
+    :param return_classes: also return the label values (negative, positive) that became 0 and 1.
+    :return: ``X`` [N, D] and ``Y`` [N, 1] in {0, 1}, both float64; and the classes with
+        ``return_classes``.
     :raises DatasetError: as :func:`load_csv` and :func:`load_libsvm` do, or if ``n_features`` is
         given and does not match a dense file.
     """
     if detect_format(path) == "libsvm":
         _check_label_column_for_libsvm(path, label_column)
-        return load_libsvm(path, n_features=n_features)
-    X, Y = load_csv(path, label_column)
-    if n_features is not None and X.shape[1] != n_features:
-        raise DatasetError(
-            f"{os.fspath(path)}: has {X.shape[1]} features, expected n_features={n_features}"
-        )
-    return X, Y
+        ((X, raw),) = _read_libsvm_many([path], n_features)
+    else:
+        X, raw = _read_dense(path, label_column, None, None)
+        if n_features is not None and X.shape[1] != n_features:
+            raise DatasetError(
+                f"{os.fspath(path)}: has {X.shape[1]} features, expected n_features={n_features}"
+            )
+    Y, classes = _binary_labels(raw, os.fspath(path))
+    return (X, Y, classes) if return_classes else (X, Y)
 
 
 def load_train_test(
-    train_path: PathLike, test_path: PathLike, label_column: int = 0
-) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    train_path: PathLike,
+    test_path: PathLike,
+    label_column: int = 0,
+    *,
+    return_classes: bool = False,
+) -> Any:
     """
     Load a training file and a test file consistently.
 
     Unlike two calls to :func:`load_file`, the label classes come from the training file alone (so
     a test file holding a single class is fine, and a class the training file lacks is an error),
-    and two LIBSVM files share their feature count and index base.
+    and the test file is read with the training file's number of features (two LIBSVM files also
+    share their index base). The two files may be in different formats.
 
-    :param label_column: the label's column for dense text files (see :func:`load_file`).
+    :param label_column: the label's column in the dense text file(s) (see :func:`load_file`).
+        A LIBSVM file carries its label first; with two LIBSVM files, anything but 0 is an error.
+    :param return_classes: also return the label values (negative, positive) that became 0 and 1.
     :return: ``X_train`` [N, D], ``Y_train`` [N, 1], ``X_test`` [T, D], ``Y_test`` [T, 1]; float64,
-        labels in {0, 1}.
+        labels in {0, 1}; and the classes with ``return_classes``.
     :raises DatasetError: as :func:`load_file` does, or if the two files disagree on D.
     """
     formats = (detect_format(train_path), detect_format(test_path))
@@ -425,7 +445,7 @@ def load_train_test(
         (X_train, raw_train), (X_test, raw_test) = _read_libsvm_many([train_path, test_path], None)
     else:
         X_train, raw_train = _read_any(train_path, formats[0], label_column)
-        X_test, raw_test = _read_any(test_path, formats[1], label_column)
+        X_test, raw_test = _read_any(test_path, formats[1], label_column, X_train.shape[1])
     if X_train.shape[1] != X_test.shape[1]:
         raise DatasetError(
             f"{os.fspath(test_path)}: has {X_test.shape[1]} features but the training file "
@@ -433,13 +453,18 @@ def load_train_test(
         )
     Y_train, classes = _binary_labels(raw_train, os.fspath(train_path))
     Y_test, _ = _binary_labels(raw_test, os.fspath(test_path), classes)
+    if return_classes:
+        return X_train, Y_train, X_test, Y_test, classes
     return X_train, Y_train, X_test, Y_test
 
 
-def _read_any(path: PathLike, fmt: str, label_column: int) -> Tuple[np.ndarray, RawLabels]:
+def _read_any(
+    path: PathLike, fmt: str, label_column: int, n_features: Optional[int] = None
+) -> Tuple[np.ndarray, RawLabels]:
+    """One file of a mixed pair: ``label_column`` applies to a dense file, a LIBSVM file's label
+    is first; a LIBSVM file is read with ``n_features`` (the other file's) when given."""
     if fmt == "libsvm":
-        _check_label_column_for_libsvm(path, label_column)
-        ((X, raw),) = _read_libsvm_many([path], None)
+        ((X, raw),) = _read_libsvm_many([path], n_features)
         return X, raw
     return _read_dense(path, label_column, None, None)
 

@@ -18,7 +18,15 @@ from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Set, Tup
 import numpy as np
 import tensorflow as tf
 
-from .loaders import DatasetError, PathLike, _check_exists, _data_lines, _is_number, detect_format
+from .loaders import (
+    DatasetError,
+    PathLike,
+    _check_exists,
+    _data_lines,
+    _is_number,
+    _label_index,
+    detect_format,
+)
 
 DEFAULT_BATCH_SIZE = 10_000
 """Rows per batch of :func:`stream_file` when none is given."""
@@ -61,17 +69,7 @@ def _dense_parser(
         def split(text: str) -> List[str]:
             return [field.strip() for field in next(csv.reader([text], delimiter=delimiter))]
 
-    width = len(split(first))
-    if width < 2:
-        raise DatasetError(
-            f"{source}: the first data line has a single field; expected a label and at least "
-            "one feature (is the delimiter right?)"
-        )
-    if not -width <= label_column < width:
-        raise DatasetError(
-            f"{source}: label column {label_column} is out of range for rows of {width} fields"
-        )
-    label_index = label_column % width
+    label_index = _label_index(source, "the first data line", len(split(first)), label_column)
     if header is None:
         fields = split(first)
         header = not all(_is_number(f) for i, f in enumerate(fields) if i != label_index)

@@ -40,6 +40,7 @@ from ..gaussian import (
     collapsed_factors,
     expected_sites,
     kl_to_prior,
+    kmm_cholesky,
     map_over_batches,
     marginals,
     optimal_q,
@@ -47,6 +48,7 @@ from ..gaussian import (
     statistics_from_projection,
     sum_over_batches,
     sum_over_dataset,
+    whitened_projection,
     whitened_q,
 )
 from ..inducing import InducingSpec, make_inducing_variable
@@ -125,46 +127,57 @@ class DataFirstForm(abc.ABCMeta):
 
 class _QFrame:
     """
-    Where a whitened q(u) was last set in closed form: the Cholesky factor L of Kmm at those
-    hyperparameters, and copies of the ``q_mu`` and ``q_sqrt`` it was set to. The sites of a
-    whitened q(v) are read with u = L_frame v, so that q(u) is held fixed in u-space while an
-    optimiser tries other hyperparameters: read with u = L(θ) v, as SVGP reads it, a trial
-    kernel variance ten times larger would make every mean of q(f), and VITaylor's expansion
-    points with them, three times larger. When ``q_mu`` or ``q_sqrt`` has been changed since (a
-    restored checkpoint, an assignment), the frame no longer belongs to it and q(v) is read at
-    the current hyperparameters, as SVGP reads it.
+    The hyperparameters at which q(u) was last set, and copies of the ``q_mu`` and ``q_sqrt`` it
+    was set to: a copy of the model's kernel, inducing variable and mean function.
+
+    A step reads the sites' local parameters off the marginals q(fᵢ) of the stored q(u) *at these
+    hyperparameters*, whatever hyperparameters it then forms statistics at, so the sites an
+    optimiser's trial point starts from are those of the last state, fixed in f-space, as if they
+    were stored per point. Read at the trial hyperparameters instead, they move with them: a
+    larger kernel variance inflates whitened means, a longer lengthscale makes Kmm⁻¹ amplify
+    u-space means, and on ijcnn1 VITaylor's L-BFGS-B followed such readings to expansion points of
+    10⁵ and an objective of 10¹⁰ (its Taylor objective is not a bound, so it can be inflated).
+    When ``q_mu`` or ``q_sqrt`` has been changed from outside since (a restored checkpoint, an
+    assignment), the frame no longer belongs to it and q(u) is read at the current
+    hyperparameters, as SVGP reads it.
 
     A plain object, not a :class:`tf.Module`: its variables are scratch state of the training
     step, not part of the model, so they are neither trainable nor written to checkpoints, which
     therefore hold exactly SVGP's variables.
     """
 
-    def __init__(self, num_inducing: int):
+    def __init__(self, model: "GaussianSitesModel"):
+        self.kernel = gpflow.utilities.deepcopy(model.kernel)
+        self.inducing_variable = gpflow.utilities.deepcopy(model.inducing_variable)
+        self.mean_function = gpflow.utilities.deepcopy(model.mean_function)
         dtype = gpflow.config.default_float()
-        not_yet = np.full((num_inducing, 1), np.nan)  # equal to no q_mu: no frame yet
-        self.L = tf.Variable(np.eye(num_inducing), dtype=dtype, trainable=False)
+        M = model.inducing_variable.num_inducing
+        not_yet = np.full((M, 1), np.nan)  # equal to no q_mu: no frame yet
         self.q_mu = tf.Variable(not_yet, dtype=dtype, trainable=False)
-        self.q_sqrt = tf.Variable(np.eye(num_inducing)[None], dtype=dtype, trainable=False)
+        self.q_sqrt = tf.Variable(np.eye(M)[None], dtype=dtype, trainable=False)
 
-    def set(self, L: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
-        self.L.assign(L)
+    def _pairs(self, model: "GaussianSitesModel") -> Sequence[Tuple[tf.Variable, tf.Variable]]:
+        pairs = []
+        for copy, original in (
+            (self.kernel, model.kernel),
+            (self.inducing_variable, model.inducing_variable),
+            (self.mean_function, model.mean_function),
+        ):
+            pairs += list(zip(copy.variables, original.variables))
+        return pairs
+
+    def set(self, model: "GaussianSitesModel", q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
+        """Record the model's current hyperparameters as the frame of ``(q_mu, q_sqrt)``."""
+        for copy, original in self._pairs(model):
+            copy.assign(original)
         self.q_mu.assign(q_mu)
         self.q_sqrt.assign(q_sqrt)
 
-    def whitened(
-        self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """q(v) = N(m, R Rᵀ) in the frame of ``L`` for the stored whitened ``(q_mu, q_sqrt)``."""
-        current = tf.reduce_all(tf.equal(self.q_mu, q_mu)) & tf.reduce_all(
+    def belongs_to(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> tf.Tensor:
+        """Whether the stored q(u) is still the one the frame was recorded with."""
+        return tf.reduce_all(tf.equal(self.q_mu, q_mu)) & tf.reduce_all(
             tf.equal(self.q_sqrt, q_sqrt)
         )
-        # L⁻¹ L_frame maps v of the frame to v of L (lower triangular, so R stays so).
-        T = tf.cond(
-            current,
-            lambda: tf.linalg.triangular_solve(L, tf.convert_to_tensor(self.L), lower=True),
-            lambda: tf.eye(tf.shape(L)[0], dtype=L.dtype),
-        )
-        return tf.linalg.matmul(T, q_mu), tf.linalg.matmul(T, q_sqrt[0])
 
 
 class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
@@ -278,7 +291,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             dtype=gpflow.config.default_float(),
             trainable=False,
         )
-        self._q_frame = _QFrame(M) if whiten else None
+        self._q_frame = _QFrame(self)
 
     def _inducing_variable(
         self, inducing_variable: Optional[InducingSpec], X: Optional[np.ndarray], seed: int
@@ -409,23 +422,53 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
     # ----------------------------------------------------------------------------------------------
     # q(u), read and stored.
 
-    def current_whitened_q(self, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        """
-        The stored q(u) as q(v) = N(m, R Rᵀ) for u = L v, held fixed in u-space since it was set
-        (:class:`_QFrame`): what a step reads the sites off.
-        """
-        if self._q_frame is None:
-            return whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
-        return self._q_frame.whitened(
-            tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt), L
-        )
-
-    def store_q(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor) -> None:
-        """Assign ``q_mu`` and ``q_sqrt`` (in the stored frame), set at the hyperparameters of ``L``."""
+    def store_q(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
+        """Assign ``q_mu`` and ``q_sqrt`` (in the stored frame), set at the current hyperparameters."""
         self.q_mu.assign(q_mu)
         self.q_sqrt.assign(q_sqrt)
-        if self._q_frame is not None:
-            self._q_frame.set(L, q_mu, q_sqrt)
+        self._q_frame.set(self, q_mu, q_sqrt)
+
+    def _stored_q(self) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+        """
+        The stored q(u) where its sites are read (:class:`_QFrame`): whether the frame belongs to
+        it, chol(Kmm) at the frame's hyperparameters (or the current ones if not), and q(v) =
+        N(m, R Rᵀ) whitened by that factor. Held fixed: no gradient.
+        """
+        frame = self._q_frame
+        q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
+        belongs = frame.belongs_to(q_mu, q_sqrt)
+        L_frame = tf.cond(
+            belongs,
+            lambda: kmm_cholesky(frame.kernel, frame.inducing_variable),
+            lambda: self.Kmm_cholesky(),
+        )
+        m, R = whitened_q(q_mu, q_sqrt, L_frame, self.whiten)
+        return belongs, tf.stop_gradient(L_frame), tf.stop_gradient(m), tf.stop_gradient(R)
+
+    def _stored_marginals(
+        self, X: tf.Tensor, stored: Tuple[tf.Tensor, ...], projection: Any
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """
+        q(fᵢ) = N(Fmu, Fvar) at the points X for the stored q(u) (``stored`` from
+        :meth:`_stored_q`), at the hyperparameters it was set at, or at the current ones (whose
+        ``projection`` of X is given) when it was changed from outside since.
+        """
+        frame = self._q_frame
+        belongs, L_frame, m, R = stored
+
+        def at_frame() -> Tuple[tf.Tensor, tf.Tensor]:
+            A, Ktilde_diag, *_ = whitened_projection(
+                frame.kernel, frame.inducing_variable, X, L_frame
+            )
+            Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
+            return Gmu + frame.mean_function(X), Fvar
+
+        def at_current() -> Tuple[tf.Tensor, tf.Tensor]:
+            Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
+            return Gmu + self.mean_function(X), Fvar
+
+        Fmu, Fvar = tf.cond(belongs, at_frame, at_current)
+        return tf.stop_gradient(Fmu), tf.stop_gradient(Fvar)
 
     # ----------------------------------------------------------------------------------------------
     # One pass over the data, and closed-form steps.
@@ -434,39 +477,42 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         self,
         data: Data,
         L: tf.Tensor,
-        m: tf.Tensor,
-        R: tf.Tensor,
         rule: Callable[..., Sites],
         projection: Optional[Any] = None,
+        q: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> SiteStatistics:
         """
         One pass (module docstring): the statistics of the sites, by ``rule``, whose local
-        parameters are optimal for the marginals of q(v) = N(m, R Rᵀ) (whitened), in batches of
-        :attr:`batch_size`. Differentiable in θ with the local parameters held fixed.
+        parameters are optimal for the marginals of the stored q(u) (read where it was set,
+        :class:`_QFrame`), or of ``q`` = (m, R), q(v) = N(m, R Rᵀ) whitened by ``L``, in batches
+        of :attr:`batch_size`. Differentiable in θ with the local parameters held fixed.
 
         :param projection: A and diag K̃ of all the data when the caller has them already
             (without batches, where it saves the projection, the dearest part of a pass).
         """
+        stored = self._stored_q() if q is None else None
 
         def batch_statistics(
-            X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, m: tf.Tensor, R: tf.Tensor
+            X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, *q: tf.Tensor
         ) -> SiteStatistics:
             batch_projection = projection if projection is not None else self.projection(X, L)
             prior_mean = self.mean_function(X)
-            Gmu, Fvar = marginals(
-                tf.stop_gradient(batch_projection.A),
-                tf.stop_gradient(batch_projection.Ktilde_diag),
-                m,
-                R,
-            )
-            params = self.site_update(X, Y, tf.stop_gradient(Gmu + prior_mean), Fvar)
-            params = tuple(tf.stop_gradient(p) for p in params)
+            if q:
+                Gmu, Fvar = marginals(
+                    tf.stop_gradient(batch_projection.A),
+                    tf.stop_gradient(batch_projection.Ktilde_diag),
+                    *q,
+                )
+                Fmu = tf.stop_gradient(Gmu + prior_mean)
+            else:
+                Fmu, Fvar = self._stored_marginals(X, stored, batch_projection)
+            params = tuple(tf.stop_gradient(p) for p in self.site_update(X, Y, Fmu, Fvar))
             # The sites moved onto the zero-mean process g = f − μ(X).
             sites = shift_sites(rule(X, Y, *params), prior_mean)
             return statistics_from_projection(batch_projection, sites)
 
-        m, R = tf.stop_gradient(m), tf.stop_gradient(R)
-        return self._sum_over_data(batch_statistics, data, (L, m, R))
+        shared = (L,) if q is None else (L, *(tf.stop_gradient(t) for t in q))
+        return self._sum_over_data(batch_statistics, data, shared)
 
     def _stepped(self, data: Data, num_updates: int) -> SteppedSites:
         """
@@ -479,21 +525,20 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         L = self.Kmm_cholesky()
         in_memory = self.batch_size is None and not isinstance(data, tf.data.Dataset)
         projection = self.projection(data[0], L) if in_memory else None
-        m, R = self.current_whitened_q(L)
+        q = None  # the first pass reads the stored q(u)
         for step in range(num_updates):
             last = step == num_updates - 1
             rule = self.site_rule if last else self.step_rule
-            stats = self._pass_statistics(data, L, m, R, rule, projection)
+            stats = self._pass_statistics(data, L, rule, projection, q)
             factors = collapsed_factors(stats)
             if not last:
                 m, R = optimal_q(factors, L, whiten=True)
-                R = R[0]
+                q = (m, R[0])
         q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
         return SteppedSites(
             objective=collapsed_bound(stats, factors).total,
             q_mu=tf.stop_gradient(q_mu),
             q_sqrt=tf.stop_gradient(q_sqrt),
-            L=tf.stop_gradient(L),
         )
 
     def stepped_sites(
@@ -515,7 +560,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
 
     def adopt(self, stepped: SteppedSites) -> None:
         """Make the q(u) of :meth:`stepped_sites` the model's own."""
-        self.store_q(stepped.q_mu, stepped.q_sqrt, stepped.L)
+        self.store_q(stepped.q_mu, stepped.q_sqrt)
 
     def update_sites(
         self, num_updates: int = 1, *, data: Optional[RegressionData] = None
@@ -544,12 +589,11 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         """
         X, Y = self._arrays(self.training_data(data), "site_parameters")
         L = self.Kmm_cholesky()
-        m, R = self.current_whitened_q(L)
+        stored = self._stored_q()
 
         def batch_parameters(X: tf.Tensor, Y: tf.Tensor) -> SiteParameters:
-            A, Ktilde_diag, *_ = self.projection(X, L)
-            Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
-            return tuple(self.site_update(X, Y, Gmu + self.mean_function(X), Fvar))
+            Fmu, Fvar = self._stored_marginals(X, stored, self.projection(X, L))
+            return tuple(self.site_update(X, Y, Fmu, Fvar))
 
         params = map_over_batches(batch_parameters, (X, Y), self.batch_size)
         return tuple(tf.stop_gradient(p) for p in params)
@@ -578,8 +622,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         data = self.training_data(data)
         L = self.Kmm_cholesky()
         if site_parameters is None:
-            m, R = self.current_whitened_q(L)
-            stats = self._pass_statistics(data, L, m, R, self.site_rule)
+            stats = self._pass_statistics(data, L, self.site_rule)
         else:
             X, Y = self._arrays(data, "site_parameters")
             stats = self._fixed_site_statistics(X, Y, L, site_parameters)
@@ -602,7 +645,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         stats = self._fixed_site_statistics(X, Y, L, site_parameters)
         factors = collapsed_factors(stats)
         q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
-        self.store_q(tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt), tf.stop_gradient(L))
+        self.store_q(tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt))
         return collapsed_bound(stats, factors).total
 
     def objective(

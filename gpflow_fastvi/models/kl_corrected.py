@@ -52,8 +52,10 @@ class KLCorrected(GaussianSitesModel):
       terms, at the stored q(f̄). It equals the corrected bound right after an E-step and is below
       it everywhere else, by KL[q(f̄) ‖ p(f̄ | ⟨f⟩)].
 
-    **Two forms.** Without ``inducing_variable`` the model is the full GP of the paper: it holds
-    the data like :class:`gpflow.models.VGP`, q(f̄) is over f̄(X), and each E-step costs O(N³);
+    **Two forms.** Built as SVGP is, ``KLCorrected(kernel, likelihood, Z, num_data=N)``, with the
+    data per call, or holding its data, ``KLCorrected((X, Y), kernel, likelihood, ...)``. Holding
+    its data and without ``inducing_variable`` the model is the full GP of the paper, like
+    :class:`gpflow.models.VGP`: q(f̄) is over f̄(X), and each E-step costs O(N³);
     the KL-corrected bound is then exactly the marginal likelihood of :class:`gpflow.models.GPR`
     on the pseudo-targets. With an ``inducing_variable`` (Z [M, D], an int M for k-means centres,
     or a GPflow inducing variable) q(f̄) is through u = f̄(Z) as in :class:`gpflow.models.SVGP`,
@@ -61,9 +63,11 @@ class KLCorrected(GaussianSitesModel):
     pseudo-targets, the objective of :class:`gpflow.models.SGPR`; the standard bound is the SVGP
     ELBO of the same pseudo-data. The full form *is* the sparse form with Z = X: one code path.
 
-    **Use.** :func:`gpflow_fastvi.fit` runs, by default, one persistent L-BFGS-B run over the
+    **Use.** q(fₙ) is not stored: it is read off q(f̄) (its cavity mean) in every pass, and a call
+    of :meth:`update_sites` with k steps is one such read, a coordinate step, then k − 1 E-steps.
+    :func:`gpflow_fastvi.fit` runs, by default, one persistent L-BFGS-B run over the
     hyperparameters on the KL-corrected bound, each evaluation taking two closed-form E-steps from
-    the q(fₙ) of the last accepted iterate (``method="persistent"``,
+    the q(f̄) of the last accepted iterate (``method="persistent"``,
     :mod:`gpflow_fastvi.training.persistent`, as for :class:`~gpflow_fastvi.VIJJ`): the E-step
     makes the bound's maximum over q(fₙ) and q(f̄) its value, so with q(fₙ) held fixed its gradient
     is that of the maximised bound. ``method="em"`` is the paper's Algorithm 1 (the model's
@@ -72,15 +76,19 @@ class KLCorrected(GaussianSitesModel):
     changing), one row of the trace per EM iteration, each recorded after the E-step,
     where the two bounds coincide, so that the two choices can be compared row for row; it is the
     route for ``bound="standard"``, which the persistent route refuses.
-    :meth:`training_loss` is −(chosen bound), so GPflow's Scipy optimiser runs one full M-step.
-    :meth:`predict_f` is the predictive of f = f̄ + ε (variance β⁻¹ added), which is what the
-    likelihood sees, so :meth:`predict_y` and :meth:`predict_log_density` are the model's
-    predictive; :meth:`posterior` is GPflow's posterior object for f̄. :meth:`elbo` is the SVGP
-    yardstick E_q[log p(y | f)] − KL[q(f̄) ‖ p(f̄)] at the stored q(f̄).
+    :meth:`training_loss` takes E-steps and returns −(chosen bound), so GPflow's optimisers end
+    where ``fit`` does.
 
-    ``q_mu`` and ``q_sqrt`` hold q(f̄(Z)) unwhitened: the standard bound's M-step holds q(f̄)
-    itself fixed, as in the paper. Like every model it starts from q(u) = N(0, I), SVGP's initial
-    value; :meth:`update_q` (or ``fit``) sets it.
+    **Predictions.** :meth:`predict_f` is the predictive of f = f̄ + ε (variance β⁻¹ added), which
+    is what the likelihood sees, so :meth:`predict_y` and :meth:`predict_log_density` are the
+    model's predictive; :meth:`posterior` is GPflow's posterior object for f̄. A checkpoint
+    restored into :class:`gpflow.models.SVGP` therefore predicts f̄: the same mean, a variance
+    smaller by β⁻¹ (tested); restore into this class for the model's own predictive. :meth:`elbo` is the SVGP yardstick
+    E_q[log p(y | f)] − KL[q(f̄) ‖ p(f̄)] at the stored q(f̄).
+
+    ``q_mu`` and ``q_sqrt`` hold q(f̄(Z)) unwhitened by default: the standard bound's M-step holds
+    q(f̄) itself fixed, as in the paper. Like every model it starts from q(u) = N(0, I), SVGP's
+    initial value; :meth:`update_sites` (or ``fit``) sets it.
     """
 
     training_routes = {

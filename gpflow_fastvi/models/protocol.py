@@ -23,7 +23,7 @@ Training code (:mod:`gpflow_fastvi.training`) drives a model through these membe
 """
 
 import abc
-from typing import Any, ClassVar, Mapping, Optional, Tuple
+from typing import Any, ClassVar, Mapping, Optional
 
 import gpflow
 import tensorflow as tf
@@ -153,12 +153,8 @@ class SiteModel(abc.ABC):
             self.data_scale(X),
         )
 
-    def current_whitened_q(self, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The stored q(u) as q(v) = N(m, R Rᵀ) for u = L v, as SVGP reads it (:func:`whitened_q`)."""
-        return whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)  # type: ignore[attr-defined]
-
-    def store_q(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor) -> None:
-        """Assign ``q_mu`` and ``q_sqrt`` (in the stored frame), set at the hyperparameters of ``L``."""
+    def store_q(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
+        """Assign ``q_mu`` and ``q_sqrt`` (in the stored frame), set at the current hyperparameters."""
         self.q_mu.assign(q_mu)  # type: ignore[attr-defined]
         self.q_sqrt.assign(q_sqrt)  # type: ignore[attr-defined]
 
@@ -180,7 +176,7 @@ class SiteModel(abc.ABC):
         L = self.Kmm_cholesky()
         projection = self.projection(X, L)
         prior_mean = self.mean_function(X)  # type: ignore[attr-defined]
-        m, R = self.current_whitened_q(tf.stop_gradient(L))
+        m, R = whitened_q(self.q_mu, self.q_sqrt, tf.stop_gradient(L), self.whiten)  # type: ignore[attr-defined]
         m, R = natural_gradient_update(
             tf.nest.map_structure(tf.stop_gradient, projection),
             tf.stop_gradient(prior_mean),
@@ -193,5 +189,5 @@ class SiteModel(abc.ABC):
             tf.convert_to_tensor(rho, dtype=L.dtype),
         )
         q_mu, q_sqrt = stored_q(m, R[0], tf.stop_gradient(L), self.whiten)  # type: ignore[attr-defined]
-        self.store_q(q_mu, q_sqrt, tf.stop_gradient(L))
+        self.store_q(q_mu, q_sqrt)
         return self.batch_sites_elbo(X, Y, L, projection.A, projection.Ktilde_diag, q_mu, q_sqrt)

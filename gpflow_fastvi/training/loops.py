@@ -11,11 +11,13 @@ bar on request.
 
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
+from tqdm import TqdmWarning
 from tqdm.auto import tqdm
 
 from ..exceptions import CholeskyError, InvalidDataError
@@ -35,7 +37,7 @@ DRIVERS: Mapping[str, Callable[..., TrainingPlan]] = {
 Callback = Callable[[Any], Optional[Mapping[str, Any]]]
 
 
-@dataclass
+@dataclass(repr=False)
 class Trace:
     """What :func:`fit` did: one row per outer iteration, and why it stopped."""
 
@@ -53,6 +55,17 @@ class Trace:
     @property
     def converged(self) -> bool:
         return self.stop_reason == "converged"
+
+    def __repr__(self) -> str:
+        """One line, however many rows: the route, the rows, why it stopped and where it ended."""
+        end = ""
+        if self.rows:
+            last = self.rows[-1]
+            end = f", objective {last['objective']:.6g} after {last['time']:.3g} s"
+        return (
+            f"Trace(method={self.method!r}, {len(self.rows)} rows, "
+            f"stop_reason={self.stop_reason!r}{end})"
+        )
 
     def column(self, key: str) -> np.ndarray:
         """The values of one key across rows, as an array (NaN where a row lacks it)."""
@@ -234,11 +247,15 @@ def run_plan(
 
     trace = Trace(method=method)
     description = f"{type(model).__name__} ({method})"
-    if time_budget is not None:
-        bar = tqdm(total=time_budget, unit="s", disable=not progress, desc=description)
-        bar.bar_format = "{l_bar}{bar}| {n:.1f}/{total:g} s {postfix}"
-    else:
-        bar = tqdm(total=max_iter, unit="it", disable=not progress, desc=description)
+    with warnings.catch_warnings():
+        # In a notebook without ipywidgets tqdm.auto falls back to a text bar, which is all we
+        # want, with a warning that would print a local path into every rendered tutorial.
+        warnings.filterwarnings("ignore", message="IProgress not found", category=TqdmWarning)
+        if time_budget is not None:
+            bar = tqdm(total=time_budget, unit="s", disable=not progress, desc=description)
+            bar.bar_format = "{l_bar}{bar}| {n:.1f}/{total:g} s {postfix}"
+        else:
+            bar = tqdm(total=max_iter, unit="it", disable=not progress, desc=description)
     progress_state: Dict[str, Any] = {"elapsed": 0.0, "previous": None, "small_changes": 0}
     clock = [time.perf_counter()]  # when the current iteration started, callback time left out
 
