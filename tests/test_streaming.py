@@ -61,6 +61,14 @@ def test_fit_streams_a_dataset_to_the_in_memory_result(data):
     a = fv.fit(in_memory, data, max_iter=6, tol=0.0).column("objective")
     b = fv.fit(streamed, _dataset(data), max_iter=6, tol=0.0).column("objective")
     np.testing.assert_allclose(b, a, rtol=1e-8)
+    # GPflow's closure takes the dataset as all the data, streamed at every call (each call
+    # steps q(u), so the two closures run on copies of the same state).
+    twin = gpflow.utilities.deepcopy(streamed)
+    np.testing.assert_allclose(
+        streamed.training_loss_closure(_dataset(data))(),
+        twin.training_loss_closure(data)(),
+        rtol=1e-10,
+    )
 
 
 def test_datasets_that_cannot_be_streamed_get_clear_errors(data):

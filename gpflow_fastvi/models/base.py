@@ -729,11 +729,11 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         """
         :meth:`training_loss` as a closure for GPflow's optimisers, as
         :meth:`gpflow.models.SVGP.training_loss_closure` builds it: ``data`` is ``(X, Y)`` (checked
-        and converted once, here), an iterator of batches (a new batch at every call), or ``None``
-        for the data the model holds.
+        and converted once, here), a ``tf.data.Dataset`` (all of it, streamed at every call), an
+        iterator of batches (a new batch at every call), or ``None`` for the data the model holds.
         """
-        if data is None or _looks_like_data(data):
-            fixed = self.training_data(data)
+        if data is None or _looks_like_data(data) or isinstance(data, tf.data.Dataset):
+            fixed = self.training_data(data)  # a dataset: every call streams all of it
 
             def closure() -> tf.Tensor:
                 return self.training_loss(fixed)
