@@ -118,6 +118,20 @@ def positive_int(value: Any, name: str, *, optional: bool = False) -> Optional[i
     return int(value)
 
 
+def check_input_columns(
+    X: np.ndarray, inducing_variable: gpflow.inducing_variables.InducingVariables, what: str
+) -> None:
+    """
+    An :class:`InvalidDataError` naming ``what`` unless X [N, D] has as many columns as the
+    inducing inputs Z (an inducing variable without ``Z`` is not checked).
+    """
+    Z = getattr(inducing_variable, "Z", None)
+    if Z is not None and X.shape[1] != Z.shape[-1]:
+        raise InvalidDataError(
+            f"{what} have {X.shape[1]} features; the model's inducing inputs have {Z.shape[-1]}."
+        )
+
+
 def check_num_data(num_data: Any, rows: int) -> int:
     """``num_data`` for a model that holds ``rows`` points: ``rows`` itself, or an error if it differs."""
     if num_data is not None and (isinstance(num_data, bool) or num_data != rows):

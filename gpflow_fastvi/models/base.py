@@ -56,6 +56,7 @@ from ..types import Route, Sites, SiteStatistics, SteppedSites
 from ..validation import (
     as_float_array,
     check_data,
+    check_input_columns,
     check_num_data,
     checked_01_labels,
     checked_dataset,
@@ -178,6 +179,10 @@ class _QFrame:
         return tf.reduce_all(tf.equal(self.q_mu, q_mu)) & tf.reduce_all(
             tf.equal(self.q_sqrt, q_sqrt)
         )
+
+    def is_at(self, model: "GaussianSitesModel") -> tf.Tensor:
+        """Whether the model's hyperparameters are still the frame's (no optimiser moved them)."""
+        return tf.reduce_all([tf.reduce_all(tf.equal(c, o)) for c, o in self._pairs(model)])
 
 
 class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
@@ -386,11 +391,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             return tf.convert_to_tensor(X), tf.convert_to_tensor(Y)
         X, Y = check_data((X, Y))
         Y = targets_for_likelihood(self.likelihood, Y)
-        Z = getattr(self.inducing_variable, "Z", None)
-        if Z is not None and X.shape[1] != Z.shape[-1]:
-            raise ValueError(
-                f"X has {X.shape[1]} columns; the model's inducing inputs have {Z.shape[-1]}."
-            )
+        check_input_columns(X, self.inducing_variable, "the inputs X")
         return tf.constant(X), tf.constant(Y)
 
     def _sum_over_data(
@@ -430,20 +431,23 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
 
     def _stored_q(self) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
         """
-        The stored q(u) where its sites are read (:class:`_QFrame`): whether the frame belongs to
-        it, chol(Kmm) at the frame's hyperparameters (or the current ones if not), and q(v) =
-        N(m, R Rᵀ) whitened by that factor. Held fixed: no gradient.
+        The stored q(u) where its sites are read (:class:`_QFrame`): whether to read it at the
+        frame's hyperparameters (the frame belongs to it, and they differ from the current ones),
+        chol(Kmm) there (else at the current ones), and q(v) = N(m, R Rᵀ) whitened by that
+        factor. Held fixed: no gradient.
         """
         frame = self._q_frame
         q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
-        belongs = frame.belongs_to(q_mu, q_sqrt)
+        # At the frame's own hyperparameters (repeated steps at fixed θ) the current projection
+        # is the frame's: read with it rather than compute the same one twice.
+        at_frame = frame.belongs_to(q_mu, q_sqrt) & tf.logical_not(frame.is_at(self))
         L_frame = tf.cond(
-            belongs,
+            at_frame,
             lambda: kmm_cholesky(frame.kernel, frame.inducing_variable),
             lambda: self.Kmm_cholesky(),
         )
         m, R = whitened_q(q_mu, q_sqrt, L_frame, self.whiten)
-        return belongs, tf.stop_gradient(L_frame), tf.stop_gradient(m), tf.stop_gradient(R)
+        return at_frame, tf.stop_gradient(L_frame), tf.stop_gradient(m), tf.stop_gradient(R)
 
     def _stored_marginals(
         self, X: tf.Tensor, stored: Tuple[tf.Tensor, ...], projection: Any
@@ -451,10 +455,10 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         """
         q(fᵢ) = N(Fmu, Fvar) at the points X for the stored q(u) (``stored`` from
         :meth:`_stored_q`), at the hyperparameters it was set at, or at the current ones (whose
-        ``projection`` of X is given) when it was changed from outside since.
+        ``projection`` of X is given) when they are the same or q(u) was changed from outside.
         """
         frame = self._q_frame
-        belongs, L_frame, m, R = stored
+        read_at_frame, L_frame, m, R = stored
 
         def at_frame() -> Tuple[tf.Tensor, tf.Tensor]:
             A, Ktilde_diag, *_ = whitened_projection(
@@ -467,7 +471,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
             return Gmu + self.mean_function(X), Fvar
 
-        Fmu, Fvar = tf.cond(belongs, at_frame, at_current)
+        Fmu, Fvar = tf.cond(read_at_frame, at_frame, at_current)
         return tf.stop_gradient(Fmu), tf.stop_gradient(Fvar)
 
     # ----------------------------------------------------------------------------------------------

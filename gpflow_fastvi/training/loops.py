@@ -20,9 +20,9 @@ import tensorflow as tf
 from tqdm import TqdmWarning
 from tqdm.auto import tqdm
 
-from ..exceptions import CholeskyError, InvalidDataError
+from ..exceptions import CholeskyError
 from ..models import SiteModel
-from ..validation import check_data, positive_int, targets_for_likelihood
+from ..validation import check_data, check_input_columns, positive_int, targets_for_likelihood
 from .persistent import persistent_plan
 from .plans import TrainingPlan, alternating_plan
 from .svi import svi_plan
@@ -181,13 +181,7 @@ class ValidationStop:
     def __init__(self, model: Any, data: Any, patience: int):
         X, Y = check_data(data)
         Y = targets_for_likelihood(model.likelihood, Y)
-        Z = getattr(model.inducing_variable, "Z", None)
-        num_features = None if Z is None else Z.shape[-1]
-        if num_features is not None and X.shape[1] != num_features:
-            raise InvalidDataError(
-                f"validation inputs have {X.shape[1]} features; the model's inducing inputs have "
-                f"{num_features}."
-            )
+        check_input_columns(X, model.inducing_variable, "validation inputs")
         X_held_out, Y_held_out = tf.constant(X), tf.constant(Y)
         self.model = model
         self.patience = patience
