@@ -20,7 +20,7 @@ import io
 import lzma
 import os
 import re
-from typing import IO, Any, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -176,15 +176,21 @@ def _split_rows(path: PathLike, delimiter: Optional[str]) -> Tuple[List[List[str
     if not lines:
         return [], []
     numbers = [number for number, _ in lines]
-    texts = [text for _, text in lines]
+    split = _line_splitter(lines[0][1], delimiter)
+    return [split(text) for _, text in lines], numbers
+
+
+def _line_splitter(first: str, delimiter: Optional[str]) -> Callable[[str], List[str]]:
+    """
+    How to split a data line into fields: at ``delimiter``, or, when it is None, at what the
+    first data line suggests: ``,`` if it has a comma, else ``;`` if it has a semicolon, else any
+    run of whitespace. Fields are stripped; quoted fields are read as CSV does.
+    """
     if delimiter is None:
-        first = texts[0]
         delimiter = "," if "," in first else (";" if ";" in first else None)
     if delimiter is None or delimiter.isspace():
-        rows = [text.split(delimiter) for text in texts]
-    else:
-        rows = [[field.strip() for field in row] for row in csv.reader(texts, delimiter=delimiter)]
-    return rows, numbers
+        return lambda text: text.split(delimiter)
+    return lambda text: [field.strip() for field in next(csv.reader([text], delimiter=delimiter))]
 
 
 def _is_number(text: str) -> bool:

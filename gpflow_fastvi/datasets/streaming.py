@@ -10,7 +10,6 @@ once per pass (``fv.fit(model, stream.dataset)``).
 This module imports TensorFlow; :mod:`gpflow_fastvi.datasets` imports it on first use only.
 """
 
-import csv
 import math
 import os
 from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Set, Tuple
@@ -25,6 +24,7 @@ from .loaders import (
     _data_lines,
     _is_number,
     _label_index,
+    _line_splitter,
     detect_format,
 )
 
@@ -57,18 +57,7 @@ def _dense_parser(
     first = next((text for _, text in _data_lines(path)), None)
     if first is None:
         raise DatasetError(f"{source}: the file holds no data rows")
-    if delimiter is None:
-        delimiter = "," if "," in first else (";" if ";" in first else None)
-    if delimiter is None or delimiter.isspace():
-
-        def split(text: str) -> List[str]:
-            return text.split(delimiter)
-
-    else:
-
-        def split(text: str) -> List[str]:
-            return [field.strip() for field in next(csv.reader([text], delimiter=delimiter))]
-
+    split = _line_splitter(first, delimiter)
     label_index = _label_index(source, "the first data line", len(split(first)), label_column)
     if header is None:
         fields = split(first)
