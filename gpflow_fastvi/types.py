@@ -10,7 +10,7 @@ q(u) and the collapsed bound.
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, Tuple
 
 import tensorflow as tf
 
@@ -59,6 +59,9 @@ class SteppedSites(NamedTuple):
     """The optimal q(u)'s mean for them, [M, 1], stored as the model stores ``q_mu``."""
     q_sqrt: tf.Tensor
     """Its Cholesky factor, [1, M, M], stored as the model stores ``q_sqrt``."""
+    site_parameters: Tuple[tf.Tensor, ...] = ()
+    """The local parameters of the sites read off that q(u), each [N, 1], where the next step
+    starts; only when the steps started from given ones (else empty)."""
 
 
 @dataclass(frozen=True)

@@ -225,6 +225,31 @@ def test_stepped_sites_assign_nothing_and_match_update_sites(binary_data):
     np.testing.assert_allclose(model.objective(), model.update_sites(1), rtol=1e-12)
 
 
+@pytest.mark.parametrize("model_class", [fv.VIJJ, fv.VITaylor, fv.KLCorrected])
+def test_kept_site_parameters_give_the_steps_that_read_q_u_where_it_was_set(
+    binary_data, model_class
+):
+    """The persistent route's shortcut: at a trial θ, starting from the local parameters kept
+    from the accepted iterate is the same computation as reading the stored q(u) at the θ where
+    it was set, and the parameters a result carries are those the next step reads."""
+    Z = binary_data[0][::5].copy()
+    model = model_class(binary_data, gpflow.kernels.SquaredExponential(), inducing_variable=Z)
+    accepted = model.stepped_sites(2, site_parameters=model.site_parameters())
+    model.adopt(accepted)
+    model.kernel.variance.assign(1.7)  # a trial θ away from the accepted one
+    read, kept = model.stepped_sites(3), model.stepped_sites(
+        3, site_parameters=accepted.site_parameters
+    )
+    for a, b in zip(read[:3], kept[:3]):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    model.kernel.variance.assign(1.0)  # back at the accepted θ: what a read there gives
+    for a, b in zip(model.site_parameters(), accepted.site_parameters):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="needs the data as arrays"):
+        dataset = tf.data.Dataset.from_tensor_slices(binary_data).batch(50)
+        model.stepped_sites(1, dataset, site_parameters=accepted.site_parameters)
+
+
 def test_stepped_sites_objective_gradient_is_that_of_the_bound_maximised_over_xi(binary_data):
     """The envelope theorem behind the persistent route: at the optimal ξ, the θ-gradient of
     Ĵ(θ, ξ) with ξ held fixed is the derivative of max_ξ Ĵ(θ, ξ), here by central differences."""

@@ -43,6 +43,7 @@ from ..gaussian import (
     kmm_cholesky,
     map_over_batches,
     marginals,
+    optimal_marginals,
     optimal_q,
     shift_sites,
     statistics_from_projection,
@@ -87,9 +88,9 @@ def logit_log_prob(F: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
 
 PERSISTENT_ROUTE = Route(
     "persistent",
-    options={"n_upd": 2},
+    options={"n_upd": 3},
     description="one L-BFGS-B run over θ for the whole fit; each evaluation takes n_upd "
-    "closed-form site steps from the q(u) of the last accepted iterate",
+    "closed-form site steps (passes) from the sites of the last accepted iterate",
 )
 """The persistent route (:mod:`gpflow_fastvi.training.persistent`), the same for every model whose
 sites have a closed-form step and whose objective is that of :meth:`GaussianSitesModel.stepped_sites`."""
@@ -518,35 +519,63 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         shared = (L,) if q is None else (L, *(tf.stop_gradient(t) for t in q))
         return self._sum_over_data(batch_statistics, data, shared)
 
-    def _stepped(self, data: Data, num_updates: int) -> SteppedSites:
+    def _stepped(
+        self, data: Data, num_updates: int, site_parameters: Optional[SiteParameters] = None
+    ) -> SteppedSites:
         """
-        :meth:`stepped_sites` on the data: ``num_updates`` passes from the stored q(u),
-        sharing one Kmm factor and (without batches) one projection; every pass but the last
-        goes through :meth:`step_rule`, the last through :meth:`site_rule`, whose statistics give
-        the objective and the new q(u).
+        :meth:`stepped_sites` on the data: ``num_updates`` passes from the stored q(u) (or from
+        the sites with the given local parameters), sharing one Kmm factor and (without batches)
+        one projection; every pass but the last goes through :meth:`step_rule`, the last through
+        :meth:`site_rule`, whose statistics give the objective and the new q(u).
         """
         num_updates = positive_int(num_updates, "num_updates")
         L = self.Kmm_cholesky()
         in_memory = self.batch_size is None and not isinstance(data, tf.data.Dataset)
+        if site_parameters is not None and not in_memory:
+            raise ValueError(
+                "stepped_sites(site_parameters=...) holds one value per point: it needs the data "
+                "as arrays (X, Y) and batch_size=None."
+            )
         projection = self.projection(data[0], L) if in_memory else None
         q = None  # the first pass reads the stored q(u)
         for step in range(num_updates):
             last = step == num_updates - 1
             rule = self.site_rule if last else self.step_rule
-            stats = self._pass_statistics(data, L, rule, projection, q)
+            if step == 0 and site_parameters is not None:
+                X, Y = data
+                params = tuple(tf.stop_gradient(p) for p in site_parameters)
+                sites = shift_sites(rule(X, Y, *params), self.mean_function(X))
+                stats = statistics_from_projection(projection, sites)
+            else:
+                stats = self._pass_statistics(data, L, rule, projection, q)
             factors = collapsed_factors(stats)
             if not last:
                 m, R = optimal_q(factors, L, whiten=True)
                 q = (m, R[0])
         q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
+        next_parameters: SiteParameters = ()
+        if site_parameters is not None:
+            # The sites of the new q(u), read where it is set: those the next step starts from.
+            X, Y = data
+            Gmu, Fvar = optimal_marginals(
+                tf.stop_gradient(projection.A), tf.stop_gradient(projection.Ktilde_diag), factors
+            )
+            Fmu = tf.stop_gradient(Gmu + self.mean_function(X))
+            next_parameters = tuple(
+                tf.stop_gradient(p) for p in self.site_update(X, Y, Fmu, tf.stop_gradient(Fvar))
+            )
         return SteppedSites(
             objective=collapsed_bound(stats, factors).total,
             q_mu=tf.stop_gradient(q_mu),
             q_sqrt=tf.stop_gradient(q_sqrt),
+            site_parameters=next_parameters,
         )
 
     def stepped_sites(
-        self, num_updates: int, data: Optional[RegressionData] = None
+        self,
+        num_updates: int,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[SiteParameters] = None,
     ) -> SteppedSites:
         """
         ``num_updates`` closed-form site steps from the *stored* q(u), each a pass over the data
@@ -559,8 +588,15 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         maximised over them (VIJJ) that is the gradient of the maximum, by the envelope theorem,
         as the steps approach the sites' optimum; for Taylor sites it is the gradient at fixed
         expansion points, as in vi-Taylor's own L-BFGS-B stage.
+
+        :param site_parameters: the local parameters the first step starts from instead of those
+            read off the stored q(u), each [N, 1], for a training loop that keeps them between
+            steps (:func:`~gpflow_fastvi.training.persistent_plan`): reading them off q(u) where
+            it was set (:class:`_QFrame`) at a trial θ costs a second projection of the data.
+            Then the result also carries the local parameters read off its own q(u), where the
+            next step starts. Data as arrays and ``batch_size=None`` only.
         """
-        return self._stepped(self.training_data(data), num_updates)
+        return self._stepped(self.training_data(data), num_updates, site_parameters)
 
     def adopt(self, stepped: SteppedSites) -> None:
         """Make the q(u) of :meth:`stepped_sites` the model's own."""
@@ -704,7 +740,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         """
         −(objective + log prior density of the parameters), for GPflow's optimisers: each
         evaluation takes the closed-form site steps of one evaluation of the persistent route
-        (two, from the stored q(u)) and stores their q(u), so that
+        (three passes, from the stored q(u)) and stores their q(u), so that
         ``gpflow.optimizers.Scipy().minimize(model.training_loss_closure((X, Y)),
         model.trainable_variables)`` moves the sites with the hyperparameters and ends where
         :func:`gpflow_fastvi.fit` does (more slowly: ``fit`` keeps the sites of accepted

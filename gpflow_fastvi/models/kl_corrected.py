@@ -339,7 +339,10 @@ class KLCorrected(GaussianSitesModel):
         return self.kl_corrected_bound(data, site_parameters)
 
     def stepped_sites(
-        self, num_updates: int, data: Optional[RegressionData] = None
+        self,
+        num_updates: int,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
     ) -> SteppedSites:
         """
         :meth:`GaussianSitesModel.stepped_sites <gpflow_fastvi.models.base.GaussianSitesModel.stepped_sites>`:
@@ -351,7 +354,7 @@ class KLCorrected(GaussianSitesModel):
                 'KLCorrected(bound="standard") holds q(f̄) fixed in its M-step; the persistent '
                 'route maximises the KL-corrected bound. Train it with fit(model, method="em").'
             )
-        return super().stepped_sites(num_updates, data)
+        return super().stepped_sites(num_updates, data, site_parameters)
 
     def training_loss(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """

@@ -28,7 +28,7 @@ class VIJJ(GaussianSitesModel):
     stored: it is read off q(u) (ξ² = E_q[f²]) in every pass.
 
     - :func:`gpflow_fastvi.fit` runs, by default, one persistent L-BFGS-B run over θ for the
-      whole fit, each evaluation taking ``n_upd`` = 2 closed-form ξ steps from the q(u) of the
+      whole fit, each evaluation taking ``n_upd`` = 3 closed-form ξ steps from the sites of the
       last accepted iterate (``method="persistent"``, :mod:`gpflow_fastvi.training.persistent`),
       and the paper's algorithms by name (:attr:`training_routes`): ``"analytic"`` (vi-JJ:
       ``n_upd`` closed-form updates of ξ and q(u), then L-BFGS-B on θ at fixed ξ for at most

@@ -1,0 +1,191 @@
+"""
+The one-line swap, measured: GPflow's own training loops on each model against :func:`~gpflow_fastvi.fit`.
+
+``python -m gpflow_fastvi.benchmarks.swap banana`` (or another set of
+:data:`~gpflow_fastvi.datasets.registry.BENCHMARK_SETS`; options below) builds every model with
+SVGP's signature, ``Model(kernel, likelihood, Z, num_data=N)``, from the start of the benchmark
+page (ARD SE kernel at √D, k-means inducing inputs held fixed, the logit link), and trains it
+three ways, each from that start:
+
+- ``fit``: ``gpflow_fastvi.fit(model, (X, Y))``, the method's own algorithm;
+- ``Scipy``: ``gpflow.optimizers.Scipy().minimize(model.training_loss_closure((X, Y)),
+  model.trainable_variables)``, an SVGP script's full-batch loop;
+- ``Adam``: ``steps`` calls of a ``gpflow.keras.tf_keras`` Adam optimiser's ``minimize`` on
+  ``model.training_loss_closure(iter(dataset))``, shuffled mini-batches of ``batch`` points, an
+  SVGP script's mini-batch loop.
+
+It prints, per model and loop, the training seconds, the test accuracy and mean test NLL, and
+their differences from ``fit``'s, marked against the swap's promise (within
+:data:`~gpflow_fastvi.benchmarks.result.ACCURACY_TOLERANCE` and
+:data:`~gpflow_fastvi.benchmarks.result.NLL_TOLERANCE`). One process, one repeat: the times say
+how long each loop took, not which is faster to a target (:mod:`~gpflow_fastvi.benchmarks.runs`
+measures that).
+"""
+
+import argparse
+import time
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+
+from .. import VIJJ, KLCorrected, PolyaGammaSVGP, VITaylor, fit, kmeans_inducing_points
+from ..datasets import load_benchmark
+from .harness import make_kernel, make_likelihood
+from .result import ACCURACY_TOLERANCE, NLL_TOLERANCE
+
+MODELS: Dict[str, type] = {
+    "VIJJ": VIJJ,
+    "VITaylor": VITaylor,
+    "KLCorrected": KLCorrected,
+    "PolyaGammaSVGP": PolyaGammaSVGP,
+}
+"""The models swapped in for SVGP, by name."""
+
+LOOPS: Tuple[str, ...] = ("fit", "Scipy", "Adam")
+"""The training loops, ``fit`` first: the others are compared with it."""
+
+Arrays = Tuple[np.ndarray, np.ndarray]
+
+
+def score(model: gpflow.models.GPModel, test: Arrays) -> Tuple[float, float]:
+    """Test accuracy and mean test negative log predictive density."""
+    X_test, Y_test = test
+    mean, _ = model.predict_y(X_test)
+    accuracy = float(np.mean((mean.numpy() > 0.5) == (Y_test > 0.5)))
+    nll = float(-np.mean(model.predict_log_density((X_test, Y_test)).numpy()))
+    return accuracy, nll
+
+
+def train(
+    model: gpflow.models.GPModel,
+    loop: str,
+    data: Arrays,
+    *,
+    steps: int,
+    batch: int,
+    learning_rate: float,
+    seed: int,
+) -> None:
+    """Train ``model`` on ``data`` by one of :data:`LOOPS`, as a GPflow script would write it."""
+    if loop == "fit":
+        fit(model, data)
+    elif loop == "Scipy":
+        gpflow.optimizers.Scipy().minimize(
+            model.training_loss_closure(data), model.trainable_variables
+        )
+    elif loop == "Adam":
+        dataset = (
+            tf.data.Dataset.from_tensor_slices(data)
+            .repeat()
+            .shuffle(10 * batch, seed=seed)
+            .batch(batch, drop_remainder=True)
+        )
+        closure = model.training_loss_closure(iter(dataset))
+        optimizer = gpflow.keras.tf_keras.optimizers.Adam(learning_rate)
+        for _ in range(steps):
+            optimizer.minimize(closure, model.trainable_variables)
+    else:
+        raise ValueError(f"loop must be one of {LOOPS}; got {loop!r}.")
+
+
+def run_swap(
+    name: str,
+    *,
+    num_inducing: int,
+    steps: int,
+    batch: int,
+    learning_rate: float,
+    models: Sequence[str] = tuple(MODELS),
+    data_dir: Optional[str] = None,
+    seed: int = 0,
+    report: Callable[[str], None] = print,
+) -> List[Dict[str, object]]:
+    """
+    Every model of ``models`` trained by every loop of :data:`LOOPS` on the set ``name``; one row
+    per (model, loop) with ``seconds``, ``test_accuracy`` and ``test_nll``. ``report`` receives
+    each row as a line of text as soon as it is measured.
+    """
+    X, Y, X_test, Y_test = load_benchmark(name, data_dir, seed=seed)
+    N, D = X.shape
+    Z = kmeans_inducing_points(X, min(num_inducing, N), seed=seed)
+    rows: List[Dict[str, object]] = []
+    for model_name in models:
+        for loop in LOOPS:
+            model = MODELS[model_name](make_kernel(D), make_likelihood(), Z.copy(), num_data=N)
+            start = time.perf_counter()
+            train(
+                model,
+                loop,
+                (X, Y),
+                steps=steps,
+                batch=batch,
+                learning_rate=learning_rate,
+                seed=seed,
+            )
+            seconds = time.perf_counter() - start
+            accuracy, nll = score(model, (X_test, Y_test))
+            row = {
+                "model": model_name,
+                "loop": loop,
+                "seconds": seconds,
+                "test_accuracy": accuracy,
+                "test_nll": nll,
+            }
+            rows.append(row)
+            report(f"{model_name} {loop}: {seconds:.1f} s, accuracy {accuracy:.4f}, NLL {nll:.4f}")
+    return rows
+
+
+def markdown(rows: Sequence[Dict[str, object]]) -> List[str]:
+    """The table: per model and loop, the figures and their differences from ``fit``'s."""
+    lines = [
+        "| model | loop | seconds | test accuracy | test NLL | Δ accuracy (points) | Δ NLL | within |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    fitted = {row["model"]: row for row in rows if row["loop"] == "fit"}
+    for row in rows:
+        base = fitted[row["model"]]
+        d_accuracy = float(row["test_accuracy"]) - float(base["test_accuracy"])  # type: ignore[arg-type]
+        d_nll = float(row["test_nll"]) - float(base["test_nll"])  # type: ignore[arg-type]
+        within = "—"
+        if row["loop"] != "fit":
+            ok = d_accuracy >= -ACCURACY_TOLERANCE and d_nll <= NLL_TOLERANCE
+            within = "yes" if ok else "**no**"
+        lines.append(
+            f"| {row['model']} | {row['loop']} | {float(row['seconds']):.1f} "  # type: ignore[arg-type]
+            f"| {float(row['test_accuracy']):.4f} | {float(row['test_nll']):.4f} "  # type: ignore[arg-type]
+            f"| {100 * d_accuracy:+.2f} | {d_nll:+.4f} | {within} |"
+        )
+    return lines
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m gpflow_fastvi.benchmarks.swap", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("name", help="a benchmark set, e.g. banana or ijcnn1")
+    parser.add_argument("--num-inducing", type=int, default=100, help="M (default 100)")
+    parser.add_argument("--steps", type=int, default=2000, help="Adam steps (default 2000)")
+    parser.add_argument("--batch", type=int, default=500, help="Adam batch size (default 500)")
+    parser.add_argument("--lr", type=float, default=0.05, help="Adam learning rate (default 0.05)")
+    parser.add_argument(
+        "--models", default=",".join(MODELS), help="comma-separated (default: all four)"
+    )
+    parser.add_argument("--data-dir", default=None, help="default: $GPFLOW_FASTVI_DATA")
+    args = parser.parse_args(argv)
+    rows = run_swap(
+        args.name,
+        num_inducing=args.num_inducing,
+        steps=args.steps,
+        batch=args.batch,
+        learning_rate=args.lr,
+        models=args.models.split(","),
+        data_dir=args.data_dir,
+    )
+    print("\n".join(markdown(rows)))
+
+
+if __name__ == "__main__":
+    main()
