@@ -248,3 +248,32 @@ def test_routes_comparison_runs_every_route_and_the_baseline(banana_split) -> No
     assert set(curves) == {f"{m} ({r})" for m, r in routes.ROUTES} | {choices.SCIPY_NAME}
     lines = routes.summary(curves)
     assert lines[0].startswith("target") and len(lines) == 1 + len(curves)
+
+
+def test_swap_compares_gpflows_loops_with_fit(banana_split) -> None:
+    """On a small problem Scipy on the closure reaches fit's answer (the swap's promise), and the
+    table marks a loop beyond the tolerance."""
+    from gpflow_fastvi.benchmarks import swap
+
+    X, Y, X_test, Y_test = banana_split
+    rows = swap.compare_loops(
+        (X[:300], Y[:300]),
+        (X_test[:300], Y_test[:300]),
+        num_inducing=15,
+        steps=5,
+        batch=100,
+        learning_rate=0.05,
+        models=("VITaylor",),
+        report=lambda line: None,
+    )
+    assert [row["loop"] for row in rows] == list(swap.LOOPS)
+    fitted, scipy = rows[0], rows[1]
+    assert abs(scipy["test_accuracy"] - fitted["test_accuracy"]) <= 0.005
+    assert abs(scipy["test_nll"] - fitted["test_nll"]) <= 0.01
+    worse = dict(rows[2], test_accuracy=fitted["test_accuracy"] - 0.01)
+    table = swap.markdown([fitted, scipy, worse])
+    assert table[3].endswith("| yes |") and table[4].endswith("| **no** |")
+    with pytest.raises(ValueError, match="models must be among"):
+        swap.compare_loops(
+            (X, Y), (X, Y), num_inducing=5, steps=1, batch=10, learning_rate=0.1, models=("SVGP",)
+        )

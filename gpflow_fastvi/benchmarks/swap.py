@@ -90,25 +90,28 @@ def train(
         raise ValueError(f"loop must be one of {LOOPS}; got {loop!r}.")
 
 
-def run_swap(
-    name: str,
+def compare_loops(
+    data: Arrays,
+    test: Arrays,
     *,
     num_inducing: int,
     steps: int,
     batch: int,
     learning_rate: float,
     models: Sequence[str] = tuple(MODELS),
-    data_dir: Optional[str] = None,
     seed: int = 0,
     report: Callable[[str], None] = print,
 ) -> List[Dict[str, object]]:
     """
-    Every model of ``models`` trained by every loop of :data:`LOOPS` on the set ``name``; one row
-    per (model, loop) with ``seconds``, ``test_accuracy`` and ``test_nll``. ``report`` receives
-    each row as a line of text as soon as it is measured.
+    Every model of ``models`` trained by every loop of :data:`LOOPS` on ``data`` and scored on
+    ``test``; one row per (model, loop) with ``seconds``, ``test_accuracy`` and ``test_nll``.
+    ``report`` receives each row as a line of text as soon as it is measured.
     """
-    X, Y, X_test, Y_test = load_benchmark(name, data_dir, seed=seed)
+    X, Y = data
     N, D = X.shape
+    unknown = sorted(set(models) - set(MODELS))
+    if unknown:
+        raise ValueError(f"models must be among {sorted(MODELS)}; got {unknown}.")
     Z = kmeans_inducing_points(X, min(num_inducing, N), seed=seed)
     rows: List[Dict[str, object]] = []
     for model_name in models:
@@ -116,24 +119,19 @@ def run_swap(
             model = MODELS[model_name](make_kernel(D), make_likelihood(), Z.copy(), num_data=N)
             start = time.perf_counter()
             train(
-                model,
-                loop,
-                (X, Y),
-                steps=steps,
-                batch=batch,
-                learning_rate=learning_rate,
-                seed=seed,
+                model, loop, data, steps=steps, batch=batch, learning_rate=learning_rate, seed=seed
             )
             seconds = time.perf_counter() - start
-            accuracy, nll = score(model, (X_test, Y_test))
-            row = {
-                "model": model_name,
-                "loop": loop,
-                "seconds": seconds,
-                "test_accuracy": accuracy,
-                "test_nll": nll,
-            }
-            rows.append(row)
+            accuracy, nll = score(model, test)
+            rows.append(
+                {
+                    "model": model_name,
+                    "loop": loop,
+                    "seconds": seconds,
+                    "test_accuracy": accuracy,
+                    "test_nll": nll,
+                }
+            )
             report(f"{model_name} {loop}: {seconds:.1f} s, accuracy {accuracy:.4f}, NLL {nll:.4f}")
     return rows
 
@@ -175,14 +173,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     )
     parser.add_argument("--data-dir", default=None, help="default: $GPFLOW_FASTVI_DATA")
     args = parser.parse_args(argv)
-    rows = run_swap(
-        args.name,
+    X, Y, X_test, Y_test = load_benchmark(args.name, args.data_dir)
+    rows = compare_loops(
+        (X, Y),
+        (X_test, Y_test),
         num_inducing=args.num_inducing,
         steps=args.steps,
         batch=args.batch,
         learning_rate=args.lr,
         models=args.models.split(","),
-        data_dir=args.data_dir,
     )
     print("\n".join(markdown(rows)))
 

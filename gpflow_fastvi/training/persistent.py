@@ -81,9 +81,9 @@ def persistent_plan(
     :param data: ``(X, Y)``, or ``None`` for the data the model holds.
     :param n_upd: closed-form site steps per evaluation, each a pass over the data: the first
         through the sites of the last accepted iterate, the others through sites read at the
-        trial θ. The default 3 gave the shortest time to the benchmark's target on ijcnn1
-        (VIJJ: 3 reached it at iteration 29, 2 did not within 30 s; VITaylor: 3 at iteration 18,
-        2 at 21, 4 at 22).
+        trial θ. The default 3 is the best of 2, 3 and 4 for the two models together in time to
+        the benchmark's target on ijcnn1 (one run each: VIJJ 9.9 s, 9.1 s with 4, not within
+        30 s with 2; VITaylor 6.0 s, 6.8 s with 2, 8.4 s with 4).
     :param tol: stop when the objective changes by at most ``tol · max(1, |objective|)`` from one
         iteration to the next for ``PATIENCE`` (five) iterations in a row (an iteration here is one
         L-BFGS-B step, not a burst of five, and an occasional one is tiny far from the optimum).
