@@ -1,5 +1,6 @@
 """
-The one-line swap, measured: GPflow's own training loops on each model against :func:`~gpflow_fastvi.fit`.
+The one-line swap, measured: GPflow's own training loops on each model against
+:func:`~gpflow_fastvi.fit`.
 
 ``python -m gpflow_fastvi.benchmarks.swap banana`` (or another set of
 :data:`~gpflow_fastvi.datasets.registry.BENCHMARK_SETS`; options below) builds every model with
@@ -161,7 +162,8 @@ def markdown(rows: Sequence[Dict[str, object]]) -> List[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m gpflow_fastvi.benchmarks.swap", description=__doc__.split("\n\n")[0]
+        prog="python -m gpflow_fastvi.benchmarks.swap",
+        description="GPflow's own training loops (Scipy, Adam) on each model against fit.",
     )
     parser.add_argument("name", help="a benchmark set, e.g. banana or ijcnn1")
     parser.add_argument("--num-inducing", type=int, default=100, help="M (default 100)")
