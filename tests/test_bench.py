@@ -266,11 +266,11 @@ def test_swap_compares_gpflows_loops_with_fit(banana_split) -> None:
         models=("VITaylor",),
         report=lambda line: None,
     )
-    assert [row["loop"] for row in rows] == list(swap.LOOPS)
+    assert [row.loop for row in rows] == list(swap.LOOPS)
     fitted, scipy = rows[0], rows[1]
-    assert abs(scipy["test_accuracy"] - fitted["test_accuracy"]) <= 0.005
-    assert abs(scipy["test_nll"] - fitted["test_nll"]) <= 0.01
-    worse = dict(rows[2], test_accuracy=fitted["test_accuracy"] - 0.01)
+    assert abs(scipy.test_accuracy - fitted.test_accuracy) <= 0.005
+    assert abs(scipy.test_nll - fitted.test_nll) <= 0.01
+    worse = rows[2]._replace(test_accuracy=fitted.test_accuracy - 0.01)
     table = swap.markdown([fitted, scipy, worse])
     assert table[3].endswith("| yes |") and table[4].endswith("| **no** |")
     with pytest.raises(ValueError, match="models must be among"):

@@ -8,7 +8,7 @@ hold. TensorFlow and GPflow are imported with this module.
 
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Tuple
+from typing import Any, Callable, Iterator, Optional, Tuple
 
 import gpflow
 import numpy as np
@@ -40,12 +40,13 @@ class TrainingClock:
 
 def metrics_function(
     model: gpflow.models.GPModel,
-    elbo: Callable[[], tf.Tensor],
+    elbo: Optional[Callable[[], tf.Tensor]],
     X_test: np.ndarray,
     Y_test: np.ndarray,
 ) -> Callable[[], Row]:
     """
-    A function returning the model's current test accuracy, mean test NLL and ELBO.
+    A function returning the model's current test accuracy, mean test NLL and (unless ``elbo`` is
+    ``None``) ELBO.
 
     The tensor work is compiled once (a ``tf.function``), as evaluation runs hundreds of times.
     """
@@ -54,19 +55,21 @@ def metrics_function(
     is_positive = np.asarray(Y_test).ravel() > 0.5
 
     @tf.function(autograph=False)  # plain TensorFlow inside: nothing for AutoGraph to convert
-    def evaluate() -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    def evaluate() -> Tuple[tf.Tensor, ...]:
         mean, _ = model.predict_y(X)  # p(y* = 1 | x*, data)                        [T, 1]
         log_density = model.predict_log_density((X, Y))  # log p(y* | x*, data)  [T]
-        return mean, log_density, elbo()
+        return (mean, log_density) if elbo is None else (mean, log_density, elbo())
 
     def metrics() -> Row:
-        mean, log_density, elbo_value = evaluate()
+        mean, log_density, *elbo_value = evaluate()
         predicted_positive = mean.numpy().ravel() > 0.5
-        return {
+        row: Row = {
             "test_accuracy": float(np.mean(predicted_positive == is_positive)),
             "test_nll": float(-np.mean(log_density.numpy())),
-            "elbo": float(elbo_value.numpy()),
         }
+        if elbo_value:
+            row["elbo"] = float(elbo_value[0].numpy())
+        return row
 
     return metrics
 

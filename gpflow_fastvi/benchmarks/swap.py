@@ -25,7 +25,7 @@ measures that).
 
 import argparse
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -33,7 +33,7 @@ import tensorflow as tf
 
 from .. import VIJJ, KLCorrected, PolyaGammaSVGP, VITaylor, fit, kmeans_inducing_points
 from ..datasets import load_benchmark
-from .harness import make_kernel, make_likelihood
+from .harness import make_kernel, make_likelihood, metrics_function
 from .result import ACCURACY_TOLERANCE, NLL_TOLERANCE
 
 MODELS: Dict[str, type] = {
@@ -50,13 +50,14 @@ LOOPS: Tuple[str, ...] = ("fit", "Scipy", "Adam")
 Arrays = Tuple[np.ndarray, np.ndarray]
 
 
-def score(model: gpflow.models.GPModel, test: Arrays) -> Tuple[float, float]:
-    """Test accuracy and mean test negative log predictive density."""
-    X_test, Y_test = test
-    mean, _ = model.predict_y(X_test)
-    accuracy = float(np.mean((mean.numpy() > 0.5) == (Y_test > 0.5)))
-    nll = float(-np.mean(model.predict_log_density((X_test, Y_test)).numpy()))
-    return accuracy, nll
+class LoopResult(NamedTuple):
+    """One model trained by one loop, scored on the test data."""
+
+    model: str
+    loop: str
+    seconds: float
+    test_accuracy: float
+    test_nll: float
 
 
 def train(
@@ -102,10 +103,10 @@ def compare_loops(
     models: Sequence[str] = tuple(MODELS),
     seed: int = 0,
     report: Callable[[str], None] = print,
-) -> List[Dict[str, object]]:
+) -> List[LoopResult]:
     """
     Every model of ``models`` trained by every loop of :data:`LOOPS` on ``data`` and scored on
-    ``test``; one row per (model, loop) with ``seconds``, ``test_accuracy`` and ``test_nll``.
+    ``test``; one :class:`LoopResult` per (model, loop).
     ``report`` receives each row as a line of text as soon as it is measured.
     """
     X, Y = data
@@ -114,7 +115,7 @@ def compare_loops(
     if unknown:
         raise ValueError(f"models must be among {sorted(MODELS)}; got {unknown}.")
     Z = kmeans_inducing_points(X, min(num_inducing, N), seed=seed)
-    rows: List[Dict[str, object]] = []
+    rows: List[LoopResult] = []
     for model_name in models:
         for loop in LOOPS:
             model = MODELS[model_name](make_kernel(D), make_likelihood(), Z.copy(), num_data=N)
@@ -123,39 +124,34 @@ def compare_loops(
                 model, loop, data, steps=steps, batch=batch, learning_rate=learning_rate, seed=seed
             )
             seconds = time.perf_counter() - start
-            accuracy, nll = score(model, test)
-            rows.append(
-                {
-                    "model": model_name,
-                    "loop": loop,
-                    "seconds": seconds,
-                    "test_accuracy": accuracy,
-                    "test_nll": nll,
-                }
+            scores = metrics_function(model, None, *test)()
+            row = LoopResult(model_name, loop, seconds, scores["test_accuracy"], scores["test_nll"])
+            rows.append(row)
+            report(
+                f"{model_name} {loop}: {seconds:.1f} s, accuracy {row.test_accuracy:.4f}, "
+                f"NLL {row.test_nll:.4f}"
             )
-            report(f"{model_name} {loop}: {seconds:.1f} s, accuracy {accuracy:.4f}, NLL {nll:.4f}")
     return rows
 
 
-def markdown(rows: Sequence[Dict[str, object]]) -> List[str]:
+def markdown(rows: Sequence[LoopResult]) -> List[str]:
     """The table: per model and loop, the figures and their differences from ``fit``'s."""
     lines = [
         "| model | loop | seconds | test accuracy | test NLL | Δ accuracy (points) | Δ NLL | within |",
         "|---|---|---:|---:|---:|---:|---:|---|",
     ]
-    fitted = {row["model"]: row for row in rows if row["loop"] == "fit"}
+    fitted = {row.model: row for row in rows if row.loop == "fit"}
     for row in rows:
-        base = fitted[row["model"]]
-        d_accuracy = float(row["test_accuracy"]) - float(base["test_accuracy"])  # type: ignore[arg-type]
-        d_nll = float(row["test_nll"]) - float(base["test_nll"])  # type: ignore[arg-type]
+        base = fitted[row.model]
+        d_accuracy = row.test_accuracy - base.test_accuracy
+        d_nll = row.test_nll - base.test_nll
         within = "—"
-        if row["loop"] != "fit":
+        if row.loop != "fit":
             ok = d_accuracy >= -ACCURACY_TOLERANCE and d_nll <= NLL_TOLERANCE
             within = "yes" if ok else "**no**"
         lines.append(
-            f"| {row['model']} | {row['loop']} | {float(row['seconds']):.1f} "  # type: ignore[arg-type]
-            f"| {float(row['test_accuracy']):.4f} | {float(row['test_nll']):.4f} "  # type: ignore[arg-type]
-            f"| {100 * d_accuracy:+.2f} | {d_nll:+.4f} | {within} |"
+            f"| {row.model} | {row.loop} | {row.seconds:.1f} | {row.test_accuracy:.4f} "
+            f"| {row.test_nll:.4f} | {100 * d_accuracy:+.2f} | {d_nll:+.4f} | {within} |"
         )
     return lines
 
