@@ -43,7 +43,6 @@ from ..gaussian import (
     kmm_cholesky,
     map_over_batches,
     marginals,
-    optimal_marginals,
     optimal_q,
     shift_sites,
     statistics_from_projection,
@@ -478,6 +477,33 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
     # ----------------------------------------------------------------------------------------------
     # One pass over the data, and closed-form steps.
 
+    def _read_site_parameters(
+        self, X: tf.Tensor, Y: tf.Tensor, projection: Any, m: tf.Tensor, R: tf.Tensor
+    ) -> SiteParameters:
+        """
+        The local parameters that are optimal for the marginals, at the points X (whose
+        ``projection`` is given), of q(v) = N(m, R Rᵀ) whitened by the projection's Kmm factor:
+        the sites a closed-form step reads off a q(u). Held fixed: no gradient.
+        """
+        Gmu, Fvar = marginals(
+            tf.stop_gradient(projection.A), tf.stop_gradient(projection.Ktilde_diag), m, R
+        )
+        Fmu = tf.stop_gradient(Gmu + self.mean_function(X))
+        return tuple(tf.stop_gradient(p) for p in self.site_update(X, Y, Fmu, Fvar))
+
+    def _site_statistics(
+        self,
+        X: tf.Tensor,
+        Y: tf.Tensor,
+        projection: Any,
+        rule: Callable[..., Sites],
+        site_parameters: SiteParameters,
+    ) -> SiteStatistics:
+        """The statistics of the sites by ``rule`` with the given local parameters at the points X
+        (whose ``projection`` is given), moved onto the zero-mean process g = f − μ(X)."""
+        sites = shift_sites(rule(X, Y, *site_parameters), self.mean_function(X))
+        return statistics_from_projection(projection, sites)
+
     def _pass_statistics(
         self,
         data: Data,
@@ -501,20 +527,12 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, *q: tf.Tensor
         ) -> SiteStatistics:
             batch_projection = projection if projection is not None else self.projection(X, L)
-            prior_mean = self.mean_function(X)
             if q:
-                Gmu, Fvar = marginals(
-                    tf.stop_gradient(batch_projection.A),
-                    tf.stop_gradient(batch_projection.Ktilde_diag),
-                    *q,
-                )
-                Fmu = tf.stop_gradient(Gmu + prior_mean)
+                params = self._read_site_parameters(X, Y, batch_projection, *q)
             else:
                 Fmu, Fvar = self._stored_marginals(X, stored, batch_projection)
-            params = tuple(tf.stop_gradient(p) for p in self.site_update(X, Y, Fmu, Fvar))
-            # The sites moved onto the zero-mean process g = f − μ(X).
-            sites = shift_sites(rule(X, Y, *params), prior_mean)
-            return statistics_from_projection(batch_projection, sites)
+                params = tuple(tf.stop_gradient(p) for p in self.site_update(X, Y, Fmu, Fvar))
+            return self._site_statistics(X, Y, batch_projection, rule, params)
 
         shared = (L,) if q is None else (L, *(tf.stop_gradient(t) for t in q))
         return self._sum_over_data(batch_statistics, data, shared)
@@ -542,10 +560,8 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             last = step == num_updates - 1
             rule = self.site_rule if last else self.step_rule
             if step == 0 and site_parameters is not None:
-                X, Y = data
                 params = tuple(tf.stop_gradient(p) for p in site_parameters)
-                sites = shift_sites(rule(X, Y, *params), self.mean_function(X))
-                stats = statistics_from_projection(projection, sites)
+                stats = self._site_statistics(*data, projection, rule, params)
             else:
                 stats = self._pass_statistics(data, L, rule, projection, q)
             factors = collapsed_factors(stats)
@@ -556,14 +572,8 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         next_parameters: SiteParameters = ()
         if site_parameters is not None:
             # The sites of the new q(u), read where it is set: those the next step starts from.
-            X, Y = data
-            Gmu, Fvar = optimal_marginals(
-                tf.stop_gradient(projection.A), tf.stop_gradient(projection.Ktilde_diag), factors
-            )
-            Fmu = tf.stop_gradient(Gmu + self.mean_function(X))
-            next_parameters = tuple(
-                tf.stop_gradient(p) for p in self.site_update(X, Y, Fmu, tf.stop_gradient(Fvar))
-            )
+            m, R = optimal_q(factors, L, whiten=True)
+            next_parameters = self._read_site_parameters(*data, projection, m, R[0])
         return SteppedSites(
             objective=collapsed_bound(stats, factors).total,
             q_mu=tf.stop_gradient(q_mu),
@@ -645,8 +655,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
 
         def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
             *params, L = rest
-            sites = shift_sites(self.site_rule(X, Y, *params), self.mean_function(X))
-            return statistics_from_projection(self.projection(X, L), sites)
+            return self._site_statistics(X, Y, self.projection(X, L), self.site_rule, params)
 
         return sum_over_batches(batch_statistics, (X, Y, *site_parameters), self.batch_size, (L,))
 
