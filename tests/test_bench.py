@@ -264,9 +264,13 @@ def test_swap_compares_gpflows_loops_with_fit(banana_split) -> None:
         batch=100,
         learning_rate=0.05,
         models=("VITaylor",),
+        repeats=2,
         report=lambda line: None,
     )
     assert [row.loop for row in rows] == list(swap.LOOPS)
+    assert [row.runs for row in rows] == [1, 1, 2]  # only the shuffled loop is repeated
+    low, high = rows[2].accuracy_range
+    assert low <= rows[2].test_accuracy <= high
     fitted, scipy = rows[0], rows[1]
     assert abs(scipy.test_accuracy - fitted.test_accuracy) <= 0.005
     assert abs(scipy.test_nll - fitted.test_nll) <= 0.01
@@ -276,4 +280,8 @@ def test_swap_compares_gpflows_loops_with_fit(banana_split) -> None:
     with pytest.raises(ValueError, match="models must be among"):
         swap.compare_loops(
             (X, Y), (X, Y), num_inducing=5, steps=1, batch=10, learning_rate=0.1, models=("SVGP",)
+        )
+    with pytest.raises(ValueError, match="include 'fit'"):
+        swap.compare_loops(
+            (X, Y), (X, Y), num_inducing=5, steps=1, batch=10, learning_rate=0.1, loops=("Adam",)
         )
