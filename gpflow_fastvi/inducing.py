@@ -1,13 +1,14 @@
 """Inducing inputs: accept what a GPflow user would pass, or place them by k-means as the papers do."""
 
 import warnings
-from typing import Union
+from typing import Optional, Union
 
 import gpflow
 import numpy as np
 from scipy.cluster.vq import kmeans2
 
 from .exceptions import InvalidDataError
+from .validation import inducing_inputs
 
 InducingSpec = Union[int, np.ndarray, gpflow.inducing_variables.InducingVariables]
 
@@ -33,24 +34,28 @@ def kmeans_inducing_points(X: np.ndarray, num_inducing: int, *, seed: int = 0) -
 
 
 def make_inducing_variable(
-    inducing_variable: InducingSpec, X: np.ndarray, *, seed: int = 0
+    inducing_variable: InducingSpec, X: Optional[np.ndarray] = None, *, seed: int = 0
 ) -> gpflow.inducing_variables.InducingVariables:
     """
-    A GPflow inducing variable from an inducing variable (used as is), an array Z [M, D], or an
-    int M (k-means centres of ``X``).
+    A GPflow inducing variable from an inducing variable (used as is), an array Z [M, D] (copied,
+    checked: M ≥ 1, finite, and as many columns as ``X`` when ``X`` is given), or an int M (k-means
+    centres of ``X``, which it then needs).
     """
     if isinstance(inducing_variable, gpflow.inducing_variables.InducingVariables):
         return inducing_variable
     if isinstance(inducing_variable, (int, np.integer)) and not isinstance(inducing_variable, bool):
+        if X is None:
+            raise ValueError(
+                "An int M of inducing points (k-means centres) needs the data X; pass the "
+                "inducing inputs as an array Z [M, D] or a GPflow inducing variable instead."
+            )
         return gpflow.inducing_variables.InducingPoints(
             kmeans_inducing_points(X, int(inducing_variable), seed=seed)
         )
-    Z = np.array(inducing_variable, dtype=np.float64)  # a copy: the caller's array is never touched
-    if Z.ndim != 2 or Z.shape[1] != X.shape[1]:
+    Z = inducing_inputs(inducing_variable)
+    if X is not None and Z.shape[1] != X.shape[1]:
         raise InvalidDataError(
             f"Inducing inputs Z must have shape [M, D] with D = {X.shape[1]} (the columns of X); "
             f"got shape {list(Z.shape)}."
         )
-    if not np.all(np.isfinite(Z)):
-        raise InvalidDataError("Inducing inputs Z contain NaN or infinite values.")
     return gpflow.inducing_variables.InducingPoints(Z)

@@ -26,7 +26,13 @@ from .exceptions import IncompatibleLikelihoodError, InvalidDataError
 
 
 def as_float_array(value: Any, name: str) -> np.ndarray:
-    """A rank-2, finite copy of ``value`` in GPflow's default float, or an error naming ``name``."""
+    """
+    A rank-2, finite copy of ``value`` (a NumPy array, a list, a pandas frame, an eager tensor) in
+    GPflow's default float, or an error naming ``name``. Real numbers of any dtype are converted
+    (float32 and integers exactly); complex values are refused, not cut to their real part.
+    """
+    if np.iscomplexobj(value) or (tf.is_tensor(value) and value.dtype.is_complex):
+        raise InvalidDataError(f"{name} must be real; got complex values.")
     try:
         array = np.array(value, dtype=gpflow.config.default_float())
     except (TypeError, ValueError) as error:
@@ -116,6 +122,31 @@ def positive_int(value: Any, name: str, *, optional: bool = False) -> Optional[i
         allowed = "a positive integer or None" if optional else "a positive integer"
         raise ValueError(f"{name} must be {allowed}; got {value!r}.")
     return int(value)
+
+
+def inducing_inputs(value: Any) -> np.ndarray:
+    """Inducing inputs Z given as an array: a finite float copy [M, D] with M ≥ 1, or an error."""
+    Z = as_float_array(value, "inducing inputs Z")
+    if Z.shape[0] == 0 or Z.shape[1] == 0:
+        raise InvalidDataError(
+            f"inducing inputs Z must have at least one row and one column; got {list(Z.shape)}."
+        )
+    return Z
+
+
+def checked_inputs(
+    Xnew: Any, inducing_variable: gpflow.inducing_variables.InducingVariables, name: str = "Xnew"
+) -> tf.Tensor:
+    """
+    Inputs to predict at, checked and converted as training inputs are (:func:`as_float_array`,
+    :func:`check_input_columns`), as a tensor. A symbolic tensor (inside a compiled function) is
+    taken as it is: its values are not known until it runs.
+    """
+    if tf.is_tensor(Xnew) and not hasattr(Xnew, "numpy"):
+        return Xnew
+    X = as_float_array(Xnew, name)
+    check_input_columns(X, inducing_variable, name)
+    return tf.constant(X)
 
 
 def check_input_columns(

@@ -97,6 +97,20 @@ def marginals(
     return projected_marginals(A, Ktilde_diag, m, RtA)
 
 
+@check_shapes("A: [M, N]", "Knn: [N, N]", "R: [M, M]", "return: [N, N]")
+def marginal_covariance(A: tf.Tensor, Knn: tf.Tensor, R: tf.Tensor) -> tf.Tensor:
+    """
+    The covariance of g at the points whose projection is A = L⁻¹ Kmn under q(v) = N(m, R Rᵀ),
+    Knn − Aᵀ A + (Rᵀ A)ᵀ (Rᵀ A): the full-covariance form of :func:`marginals`' variance.
+    """
+    RtA = tf.linalg.matmul(R, A, transpose_a=True)
+    return (
+        Knn
+        - tf.linalg.matmul(A, A, transpose_a=True)
+        + tf.linalg.matmul(RtA, RtA, transpose_a=True)
+    )
+
+
 @check_shapes("m: [M, 1]", "R: [M, M]", "return: []")
 def kl_to_prior(m: tf.Tensor, R: tf.Tensor) -> tf.Tensor:
     """

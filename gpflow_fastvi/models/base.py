@@ -27,8 +27,7 @@ from typing import Any, Callable, ClassVar, Optional, Sequence, Tuple, Union
 import gpflow
 import numpy as np
 import tensorflow as tf
-from check_shapes import inherit_check_shapes
-from gpflow.base import InputData, MeanAndVariance, Parameter, RegressionData
+from gpflow.base import Parameter, RegressionData
 from gpflow.models import GPModel
 from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from gpflow.utilities import triangular
@@ -54,9 +53,7 @@ from ..gaussian import (
 from ..inducing import InducingSpec, make_inducing_variable
 from ..types import Route, Sites, SiteStatistics, SteppedSites
 from ..validation import (
-    as_float_array,
     check_data,
-    check_input_columns,
     check_num_data,
     checked_01_labels,
     checked_dataset,
@@ -312,10 +309,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
                     "as a GPflow inducing variable or an array Z [M, D]; an int M (k-means "
                     f"centres) or None (Z = X) needs the data: {name}((X, Y), kernel, ...)."
                 )
-            if isinstance(inducing_variable, gpflow.inducing_variables.InducingVariables):
-                return inducing_variable
-            Z = as_float_array(inducing_variable, "inducing inputs Z")
-            return gpflow.inducing_variables.InducingPoints(Z)
+            return make_inducing_variable(inducing_variable)
         if inducing_variable is None:  # the full GP: u = f(X)
             return gpflow.inducing_variables.InducingPoints(X.copy())
         return make_inducing_variable(inducing_variable, X, seed=seed)
@@ -386,13 +380,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
                 "data must be a tuple (X, Y) with X [N, D] and Y [N, 1], or a tf.data.Dataset of "
                 f"such batches; got {type(data).__name__}."
             )
-        X, Y = data
-        if any(tf.is_tensor(t) and not hasattr(t, "numpy") for t in (X, Y)):
-            return tf.convert_to_tensor(X), tf.convert_to_tensor(Y)
-        X, Y = check_data((X, Y))
-        Y = targets_for_likelihood(self.likelihood, Y)
-        check_input_columns(X, self.inducing_variable, "the inputs X")
-        return tf.constant(X), tf.constant(Y)
+        return self.checked_data(data)
 
     def _sum_over_data(
         self, fn: Callable[..., Any], data: Data, shared: Sequence[tf.Tensor] = ()
@@ -812,9 +800,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         """
         data = self.training_data(data)
         var_exp = self._sum_over_data(self._expected_log_likelihood, data)
-        kl = gpflow.kullback_leiblers.prior_kl(
-            self.inducing_variable, self.kernel, self.q_mu, self.q_sqrt, whiten=self.whiten
-        )
+        kl = kl_to_prior(*whitened_q(self.q_mu, self.q_sqrt, self.Kmm_cholesky(), self.whiten))
         scale = 1.0 if isinstance(data, tf.data.Dataset) else self.data_scale(data[0])
         return scale * var_exp - kl
 
@@ -827,7 +813,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         Σᵢ E_q[log p(yᵢ | fᵢ)] over the points (X, Y), by the likelihood's own quadrature
         (for the logit Bernoulli the same Gauss–Hermite rule on :func:`logit_log_prob`).
         """
-        Fmu, Fvar = self.predict_f(X)
+        Fmu, Fvar = self._predict_f(X)
         if not self._logit_bernoulli:
             return tf.reduce_sum(self.likelihood.variational_expectations(X, Fmu, Fvar, Y))
         return tf.reduce_sum(self.likelihood.quadrature(logit_log_prob, Fmu, Fvar, Y=Y))
@@ -835,7 +821,11 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
     def posterior(
         self, precompute_cache: PrecomputeCacheType = PrecomputeCacheType.TENSOR
     ) -> BasePosterior:
-        """GPflow's posterior object for the current q(u), as :meth:`gpflow.models.SVGP.posterior`."""
+        """
+        GPflow's posterior object for the current q(u), as :meth:`gpflow.models.SVGP.posterior`
+        builds it (with GPflow's fixed jitter: where Kmm needs more, :meth:`predict_f` is the
+        model's predictive, from training's factorisation).
+        """
         return gpflow.posteriors.create_posterior(
             self.kernel,
             self.inducing_variable,
@@ -845,32 +835,3 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             mean_function=self.mean_function,
             precompute_cache=precompute_cache,
         )
-
-    @inherit_check_shapes
-    def predict_f(
-        self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
-    ) -> MeanAndVariance:
-        """
-        The mean and variance of f at ``Xnew`` under q(u), computed from ``q_mu`` and ``q_sqrt``
-        as :class:`gpflow.models.SVGP` computes them.
-        """
-        return self.posterior(PrecomputeCacheType.NOCACHE).fused_predict_f(
-            Xnew, full_cov=full_cov, full_output_cov=full_output_cov
-        )
-
-    @inherit_check_shapes
-    def predict_log_density(
-        self, data: RegressionData, full_cov: bool = False, full_output_cov: bool = False
-    ) -> tf.Tensor:
-        """log ∫ p(y* | f*) q(f*) df* at test points, targets converted as at construction."""
-        X, Y = data
-        return super().predict_log_density(
-            (X, self._targets_for_likelihood(Y)), full_cov=full_cov, full_output_cov=full_output_cov
-        )
-
-    def _targets_for_likelihood(self, Y: tf.Tensor) -> tf.Tensor:
-        """Targets given at prediction time, converted like the training targets when they are concrete."""
-        if tf.is_tensor(Y) and not hasattr(Y, "numpy"):
-            # Symbolic (inside tf.function): must already be in the likelihood's convention.
-            return Y
-        return tf.convert_to_tensor(targets_for_likelihood(self.likelihood, as_float_array(Y, "Y")))

@@ -5,8 +5,7 @@ from typing import Optional, Tuple
 import gpflow
 import numpy as np
 import tensorflow as tf
-from check_shapes import inherit_check_shapes
-from gpflow.base import InputData, MeanAndVariance, Parameter, RegressionData
+from gpflow.base import MeanAndVariance, Parameter, RegressionData
 from gpflow.utilities import positive
 
 from ..inducing import InducingSpec
@@ -379,7 +378,7 @@ class KLCorrected(GaussianSitesModel):
         :class:`gpflow.models.SVGP` with that likelihood at q(f̄), so it is ≤ log p(y).
         """
         noise = tf.ones_like(Y) / tf.convert_to_tensor(self.beta)
-        Fmu, Fvar = GaussianSitesModel.predict_f(self, X)  # q(f̄ₙ), without the noise
+        Fmu, Fvar = GaussianSitesModel._predict_f(self, X)  # q(f̄ₙ), without the noise
         quadrature = gpflow.quadrature.NDiagGHQuadrature(1, self.num_gauss_hermite_points)
 
         def log_Z(F: tf.Tensor) -> tf.Tensor:  # log p(yₙ | f̄ₙ = F), F: [H, N, 1]
@@ -397,12 +396,11 @@ class KLCorrected(GaussianSitesModel):
     # ----------------------------------------------------------------------------------------------
     # Predictions of f = f̄ + ε.
 
-    @inherit_check_shapes
-    def predict_f(
-        self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
+    def _predict_f(
+        self, Xnew: tf.Tensor, full_cov: bool = False, full_output_cov: bool = False
     ) -> MeanAndVariance:
         """q(f*) for f = f̄ + ε: the posterior of f̄ with the noise variance β⁻¹ added."""
-        mean, var = super().predict_f(Xnew, full_cov=full_cov, full_output_cov=full_output_cov)
+        mean, var = super()._predict_f(Xnew, full_cov=full_cov, full_output_cov=full_output_cov)
         noise = 1.0 / tf.convert_to_tensor(self.beta)
         if full_cov:
             N = tf.shape(var)[-1] if not full_output_cov else tf.shape(var)[0]

@@ -4,10 +4,10 @@ from typing import Any, Optional
 
 import gpflow
 import tensorflow as tf
-from check_shapes import inherit_check_shapes
 from gpflow.base import RegressionData
 
 from ..exceptions import IncompatibleLikelihoodError
+from ..inducing import make_inducing_variable
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
 from ..types import Route, Sites
 from ..validation import check_logit_bernoulli, checked_signed_labels, positive_int
@@ -96,7 +96,7 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
         super().__init__(
             kernel,
             likelihood,
-            inducing_variable,
+            make_inducing_variable(inducing_variable),
             mean_function=mean_function,
             num_latent_gps=1,
             q_diag=False,
@@ -114,13 +114,13 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
         """Sites of points with labels Y whose local q(ωᵢ) = PG(1, cᵢ) is optimal for q(f) = N(Fmu, Fvar)."""
         return pg_sites(checked_signed_labels(Y, "PolyaGammaSVGP"), pg_optimal_c(Fmu, Fvar))
 
-    @inherit_check_shapes
     def elbo(self, data: RegressionData) -> tf.Tensor:
         """
         The Pólya-Gamma ELBO in closed form, at the optimal q(ω) for the current q(u); see the class
-        docstring. For a mini-batch, an unbiased estimate of the full-data value.
+        docstring. For a mini-batch, an unbiased estimate of the full-data value. Concrete data are
+        checked as the other models check theirs (:meth:`checked_data`).
         """
-        X, Y = data
+        X, Y = self.checked_data(data)
         L = self.Kmm_cholesky()
         A, Ktilde_diag, *_ = self.projection(X, L)
         return self.batch_sites_elbo(X, Y, L, A, Ktilde_diag, self.q_mu, self.q_sqrt)

@@ -23,15 +23,18 @@ Training code (:mod:`gpflow_fastvi.training`) drives a model through these membe
 """
 
 import abc
-from typing import Any, ClassVar, Mapping, Optional
+from typing import Any, ClassVar, Mapping, Optional, Tuple
 
 import gpflow
 import tensorflow as tf
-from gpflow.base import RegressionData
+from gpflow.base import InputData, MeanAndVariance, RegressionData
 
+from ..exceptions import InvalidDataError
 from ..gaussian import (
     Projection,
     kmm_cholesky,
+    marginal_covariance,
+    marginals,
     natural_gradient_update,
     sites_elbo,
     stored_q,
@@ -39,6 +42,13 @@ from ..gaussian import (
     whitened_q,
 )
 from ..types import Route, Sites
+from ..validation import (
+    as_float_array,
+    check_data,
+    check_input_columns,
+    checked_inputs,
+    targets_for_likelihood,
+)
 
 AVERAGED_POINTS = 3000
 """
@@ -110,6 +120,86 @@ class SiteModel(abc.ABC):
 
     # ----------------------------------------------------------------------------------------------
     # The same for every site rule.
+
+    # ----------------------------------------------------------------------------------------------
+    # The data boundary of a call: concrete data checked as the constructors check it.
+
+    def checked_data(self, data: Any) -> Tuple[tf.Tensor, tf.Tensor]:
+        """
+        ``data`` = (X, Y) as tensors: finite, X with the inducing inputs' columns, the targets
+        checked and converted to the likelihood's convention (:mod:`gpflow_fastvi.validation`).
+        Symbolic tensors (inside a compiled function) are taken as they are.
+        """
+        X, Y = data
+        if any(tf.is_tensor(t) and not hasattr(t, "numpy") for t in (X, Y)):
+            return tf.convert_to_tensor(X), tf.convert_to_tensor(Y)
+        X, Y = check_data((X, Y))
+        Y = targets_for_likelihood(self.likelihood, Y)  # type: ignore[attr-defined]
+        check_input_columns(X, self.inducing_variable, "the inputs X")  # type: ignore[attr-defined]
+        return tf.constant(X), tf.constant(Y)
+
+    # ----------------------------------------------------------------------------------------------
+    # Predictions: inputs checked like training inputs, through training's factorisation of Kmm.
+
+    def predict_f(
+        self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> MeanAndVariance:
+        """
+        The mean and variance of f at ``Xnew`` under q(u), as :meth:`gpflow.models.SVGP.predict_f`
+        gives them, from the same factor L = chol(Kmm + jitter) as training
+        (:meth:`Kmm_cholesky`: where GPflow's fixed jitter is not enough, the jitter training
+        escalated to). ``Xnew`` is checked and converted as training inputs are: any real
+        array-like with the inducing inputs' columns, finite.
+        """
+        Xnew = checked_inputs(Xnew, self.inducing_variable)  # type: ignore[attr-defined]
+        return self._predict_f(Xnew, full_cov, full_output_cov)
+
+    def _predict_f(
+        self, Xnew: tf.Tensor, full_cov: bool = False, full_output_cov: bool = False
+    ) -> MeanAndVariance:
+        """:meth:`predict_f` at inputs already checked (training data, test data)."""
+        L = self.Kmm_cholesky()
+        m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)  # type: ignore[attr-defined]
+        projection = self.projection(Xnew, L)
+        Gmu, var = marginals(projection.A, projection.Ktilde_diag, m, R)
+        mean = Gmu + self.mean_function(Xnew)  # type: ignore[attr-defined]
+        if full_cov:
+            Knn = self.kernel(Xnew, full_cov=True)  # type: ignore[attr-defined]
+            var = marginal_covariance(projection.A, Knn, R)[None]  # [1, N, N]
+            return mean, (var[0][:, None, :, None] if full_output_cov else var)  # [N, 1, N, 1]
+        return mean, (var[:, :, None] if full_output_cov else var)  # [N, 1, 1] or [N, 1]
+
+    def predict_y(
+        self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> MeanAndVariance:
+        """The mean and variance of y at ``Xnew``, as GPflow gives them; ``Xnew`` checked as in :meth:`predict_f`."""
+        Xnew = checked_inputs(Xnew, self.inducing_variable)  # type: ignore[attr-defined]
+        return super().predict_y(  # type: ignore[misc]
+            Xnew, full_cov=full_cov, full_output_cov=full_output_cov
+        )
+
+    def predict_log_density(
+        self, data: RegressionData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> tf.Tensor:
+        """
+        log ∫ p(y* | f*) q(f*) df* at test points, as GPflow gives it; the inputs are checked as in
+        :meth:`predict_f`, the targets as training targets are (labels outside the likelihood's
+        support are an error, not a score).
+        """
+        X, Y = data
+        X = checked_inputs(X, self.inducing_variable)  # type: ignore[attr-defined]
+        if not (tf.is_tensor(Y) and not hasattr(Y, "numpy")):
+            Y = targets_for_likelihood(self.likelihood, as_float_array(Y, "Y"))  # type: ignore[attr-defined]
+            if Y.shape[0] != X.shape[0]:
+                raise InvalidDataError(
+                    f"X and Y must have the same number of rows; got {X.shape[0]} and {Y.shape[0]}."
+                )
+        return super().predict_log_density(  # type: ignore[misc]
+            (X, tf.convert_to_tensor(Y)), full_cov=full_cov, full_output_cov=full_output_cov
+        )
+
+    # ----------------------------------------------------------------------------------------------
+    # The shared algebra's view of the model.
 
     def Kmm_cholesky(self) -> tf.Tensor:
         """L = chol(Kmm + jitter), with jitter that escalates if needed."""
