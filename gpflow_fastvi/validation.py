@@ -12,6 +12,7 @@ needs them (:func:`signed_labels`, or :func:`checked_signed_labels` for batches 
 sees).
 """
 
+import warnings
 from typing import Any, Optional, Tuple
 
 import gpflow
@@ -147,6 +148,29 @@ def checked_inputs(
     X = as_float_array(Xnew, name)
     check_input_columns(X, inducing_variable, name)
     return tf.constant(X)
+
+
+def non_negative_float(
+    value: Any, name: str, *, optional: bool = False, positive: bool = False
+) -> Optional[float]:
+    """
+    ``value`` as a float, or a ValueError naming ``name`` unless it is a finite real number ≥ 0
+    (> 0 where ``positive``; ``None`` too, where ``optional``). Booleans are refused.
+    """
+    if optional and value is None:
+        return None
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float, np.integer, np.floating))
+        and np.isfinite(value)
+        and (value > 0 if positive else value >= 0)
+    )
+    if not ok:
+        allowed = "a finite number " + ("> 0" if positive else ">= 0")
+        raise ValueError(
+            f"{name} must be {allowed}{' or None' if optional else ''}; got {value!r}."
+        )
+    return float(value)
 
 
 def check_input_columns(
@@ -297,4 +321,46 @@ def check_scalar_likelihood(likelihood: gpflow.likelihoods.Likelihood, model: st
             f"{model} needs a likelihood that factorises over data points with one latent function "
             f"(a gpflow.likelihoods.ScalarLikelihood, such as Bernoulli, Poisson or Gaussian); got "
             f"{type(likelihood).__name__}."
+        )
+
+
+LOG_CONCAVE_LIKELIHOODS: Tuple[type, ...] = (
+    gpflow.likelihoods.Gaussian,
+    gpflow.likelihoods.Bernoulli,
+    gpflow.likelihoods.Poisson,
+    gpflow.likelihoods.Exponential,
+    gpflow.likelihoods.Gamma,
+    gpflow.likelihoods.Ordinal,
+)
+"""GPflow's likelihoods whose log-density is concave in f with their default links."""
+
+NOT_LOG_CONCAVE_LIKELIHOODS: Tuple[type, ...] = (
+    gpflow.likelihoods.StudentT,
+    gpflow.likelihoods.Beta,
+)
+"""GPflow's likelihoods whose log-density is not concave in f: a Gaussian site cannot stand in."""
+
+
+def check_log_concave(likelihood: gpflow.likelihoods.Likelihood, model: str) -> None:
+    """
+    Refuse a likelihood known not to be log-concave in f (Student-t, Beta) with an
+    :class:`IncompatibleLikelihoodError`; warn for one this package does not know, whose
+    concavity it cannot check. A site rule that needs curvature w ≥ 0 would otherwise clip it at
+    points where log p bends upwards (outliers under Student-t) and could settle far from any
+    sensible posterior without a word.
+    """
+    if isinstance(likelihood, NOT_LOG_CONCAVE_LIKELIHOODS):
+        raise IncompatibleLikelihoodError(
+            f"{model} needs a likelihood whose log-density is concave in f; "
+            f"{type(likelihood).__name__}'s is not (it bends upwards away from the data, where "
+            "the sites' curvature would have to be negative). Use gpflow.models.SVGP for it, or a "
+            "log-concave likelihood such as Gaussian, Bernoulli, Poisson, Exponential or Gamma."
+        )
+    if not isinstance(likelihood, LOG_CONCAVE_LIKELIHOODS):
+        warnings.warn(
+            f"{model} cannot check that {type(likelihood).__name__} is log-concave in f; it "
+            "assumes so. Where log p(y | f) is not concave the sites' curvature is clipped at 0 "
+            "and the result may be poor: compare with gpflow.models.SVGP.",
+            UserWarning,
+            stacklevel=3,
         )

@@ -18,7 +18,7 @@ from ..sites.ppa import (
     tilted_moments,
 )
 from ..types import Route, Sites, SteppedSites
-from ..validation import check_scalar_likelihood, one_of
+from ..validation import check_log_concave, check_scalar_likelihood, one_of
 from .base import PERSISTENT_ROUTE, GaussianSitesModel, logit_log_prob
 
 BOUNDS = ("kl_corrected", "standard")
@@ -27,9 +27,9 @@ E_STEPS = ("newton", "coordinate")
 
 class KLCorrected(GaussianSitesModel):
     r"""
-    GP classification (or any scalar likelihood) by probabilistic point assimilation (PPA), trained
-    with the KL-corrected bound of :cite:t:`king2006fast` or, for comparison, the standard
-    variational bound.
+    GP classification (or any log-concave scalar likelihood) by probabilistic point assimilation
+    (PPA), trained with the KL-corrected bound of :cite:t:`king2006fast` or, for comparison, the
+    standard variational bound.
 
     **The model.** The GP prior is on f̄; the likelihood sees fₙ = f̄ₙ + εₙ with εₙ ~ N(0, β⁻¹), so
     f ~ GP(μ, k + β⁻¹δ). The posterior is approximated by q(f̄) ∏ₙ q(fₙ), and both factors have
@@ -136,7 +136,7 @@ class KLCorrected(GaussianSitesModel):
         Arguments as for :class:`~gpflow_fastvi.models.base.GaussianSitesModel` (SVGP's, and
         ``data`` for the data-holding form ``KLCorrected((X, Y), kernel, likelihood, ...)``), and:
 
-        :param likelihood: any :class:`gpflow.likelihoods.ScalarLikelihood`; default GPflow's
+        :param likelihood: any log-concave :class:`gpflow.likelihoods.ScalarLikelihood`; default GPflow's
             ``Bernoulli()``, the probit link of the paper. Binary labels may be {0, 1} or {−1, +1}.
         :param inducing_variable: with ``data``, ``None`` (default) for the full GP; else a GPflow
             inducing variable, an array Z [M, D] or (with ``data``) an int M (k-means centres of X).
@@ -186,10 +186,14 @@ class KLCorrected(GaussianSitesModel):
     def checked_likelihood(
         cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
     ) -> gpflow.likelihoods.Likelihood:
-        """Any :class:`gpflow.likelihoods.ScalarLikelihood`; default ``Bernoulli()`` (probit)."""
+        """
+        Any log-concave :class:`gpflow.likelihoods.ScalarLikelihood`
+        (:func:`~gpflow_fastvi.validation.check_log_concave`); default ``Bernoulli()`` (probit).
+        """
         if likelihood is None:
             return gpflow.likelihoods.Bernoulli()
         check_scalar_likelihood(likelihood, "KLCorrected")
+        check_log_concave(likelihood, "KLCorrected")
         return likelihood
 
     # ----------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from ..sites.taylor import taylor_sites
 from ..types import Route, Sites
-from ..validation import check_scalar_likelihood
+from ..validation import check_log_concave, check_scalar_likelihood
 from .base import PERSISTENT_ROUTE, GaussianSitesModel, logit_log_prob
 
 
@@ -46,8 +46,10 @@ class VITaylor(GaussianSitesModel):
       :class:`gpflow.models.SVGP`.
 
     Bernoulli labels may be {0, 1} or {−1, +1} (stored as {0, 1}); Poisson targets must be
-    non-negative integers. Where the likelihood is not log-concave the site curvature is clipped at 0
-    (see :mod:`gpflow_fastvi.sites.taylor`).
+    non-negative integers. Likelihoods that are not log-concave (Student-t, Beta) are refused
+    (:func:`~gpflow_fastvi.validation.check_log_concave`); where a log-concave one bends slightly
+    upwards in floating point (GPflow's probit link far in its tails) the site curvature is clipped
+    at 0 (see :mod:`gpflow_fastvi.sites.taylor`).
     """
 
     training_routes = {
@@ -73,6 +75,7 @@ class VITaylor(GaussianSitesModel):
         if likelihood is None:
             return gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
         check_scalar_likelihood(likelihood, "VITaylor")
+        check_log_concave(likelihood, "VITaylor")
         return likelihood
 
     def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:  # type: ignore[override]

@@ -15,11 +15,10 @@ v(ξ) = φ(ξ) + 2 Ψ ξ is our b (φ = g). g and h come from automatic differen
 ``likelihood.log_prob``; ξᵢ is set to the current mean of q(fᵢ). This is an approximation, not a
 bound: the expansion is exact only for a Gaussian likelihood.
 
-Curvature safeguard: the collapsed algebra needs w ≥ 0, i.e. a log-concave likelihood at ξ. Where
-h > 0 (a density that is not log-concave there, such as Student-t far in its tails, or GPflow's
-probit link 10⁻³ + (1 − 2·10⁻³) Φ(f), whose offset bends log p upwards for y f ≲ −2.44), w is set
-to 0:
-the site keeps the slope g but no curvature. Non-finite values of log p, g or h (a log-density
+Curvature safeguard: the collapsed algebra needs w ≥ 0, i.e. a log-concave likelihood at ξ
+(:class:`~gpflow_fastvi.VITaylor` refuses Student-t and Beta, which are not). Where h > 0 all the
+same (GPflow's probit link 10⁻³ + (1 − 2·10⁻³) Φ(f), whose offset bends log p upwards for
+y f ≲ −2.44), w is set to 0: the site keeps the slope g but no curvature. Non-finite values of log p, g or h (a log-density
 computed as log(1 − p) with p rounding to 1 far from the data, for example) raise
 ``tf.errors.InvalidArgumentError`` naming the likelihood; :class:`~gpflow_fastvi.VITaylor` passes
 the logit Bernoulli in the stable form log σ(y f), which is finite everywhere.
@@ -72,7 +71,7 @@ def taylor_sites(log_density: LogDensity, xi: tf.Tensor, *, name: str = "likelih
         "point ξ (the current posterior mean of f). The likelihood underflows there (for example "
         "log(1 - p) with p rounding to 1); check the data or the kernel variance.",
     )
-    log_p, g, h = tf.unstack(coefficients[:, :, None], axis=1)
+    log_p, g, h = tf.split(coefficients, 3, axis=1)  # works where N is unknown at trace time
     w = tf.maximum(-h, 0.0)  # the curvature safeguard: w ≥ 0
     b = g + w * xi
     a = log_p - g * xi - 0.5 * w * tf.square(xi)

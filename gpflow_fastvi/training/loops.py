@@ -9,6 +9,7 @@ iteration cap or a time budget, timing it with the callback's time left out, and
 bar on request.
 """
 
+import re
 import sys
 import time
 import warnings
@@ -22,7 +23,13 @@ from tqdm.auto import tqdm
 
 from ..exceptions import CholeskyError
 from ..models import SiteModel
-from ..validation import check_data, check_input_columns, positive_int, targets_for_likelihood
+from ..validation import (
+    check_data,
+    check_input_columns,
+    non_negative_float,
+    positive_int,
+    targets_for_likelihood,
+)
 from .persistent import persistent_plan
 from .plans import TrainingPlan, alternating_plan
 from .svi import svi_plan
@@ -50,7 +57,8 @@ class Trace:
     stop_reason: str = ""
     """``"converged"``, ``"max_iter"``, ``"time_budget"``, ``"validation"`` (the held-out NLL of
     ``fit(validation=...)`` stopped improving), or the optimiser's own message when it stopped for
-    another reason (e.g. ``"L-BFGS-B: ..."``)."""
+    another reason (e.g. ``"L-BFGS-B: ..."``), or ``"interrupted"`` (Ctrl-C: the model is at the
+    last iteration in ``rows``)."""
 
     @property
     def converged(self) -> bool:
@@ -122,6 +130,14 @@ def fit(
         SVGP ELBO itself can keep rising along hyperparameters that predict worse.
     :param validation_patience: iterations without improvement of ``validation_nll`` that stop
         the run.
+
+    **Failures.** After every outer iteration the model's variables (hyperparameters and q(u))
+    are copied. If a later iteration fails (a Cholesky factorisation that escalating jitter could
+    not save, a non-finite objective or variable, an exception in the callback), the model is put
+    back to that copy, the last iteration that succeeded, or its state before ``fit``, and the
+    error is raised, naming the cause: :class:`~gpflow_fastvi.CholeskyError` or
+    ``FloatingPointError``. Interrupted (Ctrl-C, ``KeyboardInterrupt``), the model is put back the
+    same way and ``fit`` returns the trace so far, with ``stop_reason`` ``"interrupted"``.
     """
     if not isinstance(model, SiteModel):
         raise TypeError(
@@ -231,13 +247,12 @@ def run_plan(
     Run ``plan``'s outer iterations as :func:`fit` describes and record them in a :class:`Trace`
     named ``method``; the arguments are :func:`fit`'s, ``None`` taking the plan's defaults.
     """
+    max_iter = positive_int(max_iter, "max_iter", optional=True)
+    tol = non_negative_float(tol, "tol", optional=True)
+    time_budget = non_negative_float(time_budget, "time_budget", optional=True, positive=True)
     if max_iter is None:
         max_iter = sys.maxsize if time_budget is not None else plan.max_iter
     tol = plan.tol if tol is None else tol
-    if max_iter < 1:
-        raise ValueError(f"max_iter must be at least 1; got {max_iter}.")
-    if time_budget is not None and time_budget <= 0:
-        raise ValueError(f"time_budget must be positive seconds; got {time_budget}.")
 
     trace = Trace(method=method)
     description = f"{type(model).__name__} ({method})"
@@ -250,6 +265,7 @@ def run_plan(
             bar.bar_format = "{l_bar}{bar}| {n:.1f}/{total:g} s {postfix}"
         else:
             bar = tqdm(total=max_iter, unit="it", disable=not progress, desc=description)
+    last_good = _Snapshot(model)  # the state the model returns to if an iteration fails
     progress_state: Dict[str, Any] = {"elapsed": 0.0, "previous": None, "small_changes": 0}
     clock = [time.perf_counter()]  # when the current iteration started, callback time left out
 
@@ -259,18 +275,20 @@ def run_plan(
         elapsed = progress_state["elapsed"] = progress_state["elapsed"] + seconds
         previous = progress_state["previous"]
         iteration = len(trace.rows) + 1
-        if not np.isfinite(objective):
+        if not np.isfinite(objective) or not last_good.finite_now():
             raise FloatingPointError(
-                f"The objective became {objective} at iteration {iteration}; the last finite "
-                f"value was {previous}. Check the data for extreme values, or fix hyperparameters "
-                "that run to 0 or infinity."
+                f"The objective became {objective} at iteration {iteration}, or the model's "
+                f"variables stopped being finite; the last finite objective was {previous}. Check "
+                "the data for extreme values, or fix hyperparameters that run to 0 or infinity "
+                "(gpflow.set_trainable(..., False), or a prior)."
             )
         row: Dict[str, Any] = {"iteration": iteration, "time": elapsed, "objective": objective}
         if validation_nll is not None:
             row["validation_nll"] = validation_nll
+        trace.rows.append(row)
+        last_good.take()  # before the callback, which may change the model
         if callback is not None:
             row.update(callback(model) or {})
-        trace.rows.append(row)
         bar.update(1 if time_budget is None else min(seconds, time_budget - bar.n))
         bar.set_postfix(iteration=iteration, objective=f"{objective:.6g}")
         progress_state["previous"] = objective
@@ -290,9 +308,22 @@ def run_plan(
     try:
         try:
             ended = plan.iterate(report)
-        except tf.errors.InvalidArgumentError as error:
-            if "Cholesky" in str(error):
-                raise CholeskyError(error.message) from error
+        except KeyboardInterrupt:
+            last_good.restore()
+            trace.stop_reason = "interrupted"
+            ended = None
+        except BaseException as error:
+            last_good.restore()
+            where = (
+                f"The model was left as it was after iteration {len(trace.rows)}, the last that "
+                "succeeded."
+                if trace.rows
+                else "The model was left as it was before fit."
+            )
+            if isinstance(error, tf.errors.InvalidArgumentError) and "Cholesky" in str(error):
+                raise CholeskyError(f"{cholesky_hint(error.message)} {where}") from None
+            if isinstance(error, FloatingPointError):
+                raise FloatingPointError(f"{error} {where}") from error
             raise
         if not trace.stop_reason:  # the algorithm ended by itself
             trace.stop_reason = ended or "converged"
@@ -301,3 +332,47 @@ def run_plan(
     finally:
         bar.close()
     return trace
+
+
+class _Snapshot:
+    """
+    A copy of a model's variables (hyperparameters and q(u): O(M²) numbers), taken after every
+    successful iteration, to put the model back to when a later one fails or is interrupted.
+    """
+
+    def __init__(self, model: Any):
+        self.model = model
+        self.variables = tuple(getattr(model, "variables", ()))
+        self.take()
+
+    def take(self) -> None:
+        self.values = [variable.numpy() for variable in self.variables]
+
+    def finite_now(self) -> bool:
+        """Whether every floating-point variable of the model is finite now."""
+        return all(
+            np.all(np.isfinite(variable.numpy()))
+            for variable in self.variables
+            if variable.dtype.is_floating
+        )
+
+    def restore(self) -> None:
+        for variable, value in zip(self.variables, self.values):
+            variable.assign(value)
+        if hasattr(self.model, "store_q"):  # q(u) was set at the restored hyperparameters
+            self.model.store_q(self.model.q_mu, self.model.q_sqrt)
+
+
+def cholesky_hint(message: str) -> str:
+    """
+    The sentence of a failed factorisation's message that says what failed and why (the checks of
+    :mod:`gpflow_fastvi.gaussian.cholesky`), without the graph trace TensorFlow puts around it.
+    """
+    found = re.search(r"Cholesky factorisation of[^\n]*?(?=: Tensor had|\n|$)", message)
+    if found:
+        return found.group(0).rstrip(".") + "."
+    return (
+        "A Cholesky factorisation failed: a matrix that should be positive definite is not. "
+        "Usual causes: duplicate inducing inputs, a kernel variance or lengthscale that collapsed "
+        "to 0, or extreme values in the data."
+    )

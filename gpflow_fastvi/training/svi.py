@@ -24,7 +24,13 @@ import tensorflow as tf
 from ..exceptions import InvalidDataError
 from ..models import SiteModel
 from ..models.protocol import AVERAGED_POINTS, mini_batch_step_size
-from ..validation import batch_tensors, check_data, positive_int, targets_for_likelihood
+from ..validation import (
+    batch_tensors,
+    check_data,
+    check_input_columns,
+    positive_int,
+    targets_for_likelihood,
+)
 from .plans import TrainingPlan
 
 StepSize = Union[float, Callable[[tf.Tensor], tf.Tensor]]
@@ -169,6 +175,7 @@ def _batches_from_arrays(
     """An endless iterator of batches, the number of points, and whether each batch is all of them."""
     X, Y = check_data(data)
     Y = targets_for_likelihood(model.likelihood, Y)
+    check_input_columns(X, model.inducing_variable, "the inputs X")
     N = X.shape[0]
     full_batch = batch_size >= N
     num_data = model.num_data

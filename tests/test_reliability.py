@@ -1,0 +1,348 @@
+"""
+Reliability, one test per class of fault rather than per case: what each kind of bad input gets
+(an error naming the problem, or a conversion that changes no value), and what state a failure
+leaves behind. ``docs/guarantees.md`` states the same promises for users.
+"""
+
+import gpflow
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gpflow_fastvi as fv
+from gpflow_fastvi.exceptions import CholeskyError, IncompatibleLikelihoodError, InvalidDataError
+from gpflow_fastvi.models import ALL_MODELS
+
+from .conftest import make_binary_data
+from .test_contract import FACTORIES
+
+LOGIT = dict(invlink=tf.sigmoid)
+
+
+@pytest.fixture(params=ALL_MODELS, ids=lambda c: c.__name__)
+def model_class(request):
+    return request.param
+
+
+@pytest.fixture
+def data(rng):
+    return make_binary_data(rng, N=50)
+
+
+def _fitted(model_class, data, **options):
+    model = FACTORIES[model_class](data, data[0][::5].copy())
+    fv.fit(model, data, max_iter=3, **options)
+    return model
+
+
+# --------------------------------------------------------------------------------------------------
+# Likelihoods a site rule cannot handle are refused.
+
+
+@pytest.mark.parametrize("model_class", [fv.VITaylor, fv.KLCorrected], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "likelihood",
+    [gpflow.likelihoods.StudentT(), gpflow.likelihoods.Beta()],
+    ids=["StudentT", "Beta"],
+)
+def test_likelihoods_that_are_not_log_concave_are_refused(model_class, likelihood):
+    Z = np.zeros((3, 1))
+    with pytest.raises(IncompatibleLikelihoodError, match="concave"):
+        model_class(gpflow.kernels.Matern52(), likelihood, Z)
+
+
+def test_a_likelihood_of_unknown_concavity_is_accepted_with_a_warning():
+    class Custom(gpflow.likelihoods.ScalarLikelihood):
+        def _scalar_log_prob(self, X, F, Y):
+            return -0.5 * tf.square(Y - F)
+
+        def _conditional_mean(self, X, F):
+            return F
+
+        def _conditional_variance(self, X, F):
+            return tf.ones_like(F)
+
+    with pytest.warns(UserWarning, match="cannot check that Custom is log-concave"):
+        fv.VITaylor(gpflow.kernels.Matern52(), Custom(), np.zeros((3, 1)))
+
+
+# --------------------------------------------------------------------------------------------------
+# Prediction: the factorisation training used, inputs checked like training inputs.
+
+
+def test_prediction_and_elbo_survive_where_gpflows_fixed_jitter_fails(model_class, data):
+    """Repeated inducing inputs and a huge kernel variance: Kmm needs more than GPflow's jitter."""
+    X, Y = data
+    Z = np.repeat(X[:4], 3, axis=0)
+    model = FACTORIES[model_class](data, Z)
+    model.kernel.variance.assign(1e12)
+    gpflow.set_trainable(model.kernel, False)
+    try:  # GPflow's own path, jitter 1e-6: an error or NaN
+        gpflow_mean, _ = gpflow.posteriors.create_posterior(
+            model.kernel, model.inducing_variable, model.q_mu, model.q_sqrt, whiten=True
+        ).predict_f(X[:3])
+        assert not np.all(np.isfinite(gpflow_mean))
+    except tf.errors.InvalidArgumentError:
+        pass
+    fv.fit(model, data, max_iter=2)
+    mean, var = model.predict_f(X)
+    p, _ = model.predict_y(X)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(var)) and np.all(var > 0)
+    assert np.all((p >= 0) & (p <= 1 + 1e-12))  # quadrature weights sum to 1 within rounding
+    assert np.isfinite(model.elbo(data).numpy())
+
+
+@pytest.mark.parametrize("full_cov, full_output_cov", [(True, False), (False, True), (True, True)])
+def test_full_covariances_are_svgps(model_class, data, full_cov, full_output_cov):
+    model = _fitted(model_class, data)
+    svgp = gpflow.models.SVGP(
+        model.kernel, model.likelihood, model.inducing_variable, whiten=model.whiten
+    )
+    svgp.q_mu.assign(model.q_mu)
+    svgp.q_sqrt.assign(model.q_sqrt)
+    Xnew = np.linspace(-2, 2, 6)[:, None].repeat(2, axis=1)
+    mean, var = model.predict_f(Xnew, full_cov=full_cov, full_output_cov=full_output_cov)
+    want_mean, want_var = svgp.predict_f(Xnew, full_cov=full_cov, full_output_cov=full_output_cov)
+    if isinstance(model, fv.KLCorrected):  # f = f̄ + ε: the noise variance on the diagonal
+        N = Xnew.shape[0]
+        eye = np.eye(N)[None] if not full_output_cov else np.eye(N)[:, None, :, None]
+        if not full_cov:
+            eye = np.ones((N, 1, 1))
+        want_var = want_var + eye / model.beta.numpy()
+    assert var.shape == want_var.shape
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(var, want_var, rtol=1e-8, atol=1e-10)
+
+
+def test_prediction_inputs_are_converted_like_training_inputs(model_class, data):
+    model = _fitted(model_class, data)
+    Xnew = np.array([[0.5, -1.0], [2.0, 1.0], [-3.0, 0.0]])
+    want = model.predict_y(Xnew)
+    for given_as in (
+        Xnew.astype(np.float32),
+        Xnew.astype(np.int64),
+        pd.DataFrame(Xnew, columns=["a", "b"], index=[10, 20, 30]),
+        Xnew.tolist(),
+        tf.constant(Xnew, dtype=tf.float32),
+    ):
+        exact = np.array_equal(np.asarray(given_as, dtype=np.float64), Xnew)
+        got = model.predict_y(given_as)
+        for g, w in zip(got, want):
+            if exact:
+                np.testing.assert_allclose(g, w, rtol=1e-12)
+            else:  # the float32 or integer copy of Xnew is what is predicted at
+                assert g.shape == w.shape and g.dtype == w.dtype
+    labels = pd.Series(data[1][:3, 0]).to_frame()
+    assert model.predict_log_density((pd.DataFrame(data[0][:3]), labels)).shape == (3,)
+
+
+def test_bad_prediction_inputs_are_errors_naming_the_problem(model_class, data):
+    model = _fitted(model_class, data)
+    X, Y = data
+    bad_inputs = {
+        "NaN or infinite": np.array([[0.0, 1.0], [np.nan, 0.0]]),
+        "must be real": X[:2] + 1j,
+        "3 features": np.ones((2, 3)),
+        "rank-2": np.ones(2),
+    }
+    for message, Xnew in bad_inputs.items():
+        for predict in (model.predict_f, model.predict_y):
+            with pytest.raises(InvalidDataError, match=message):
+                predict(Xnew)
+    with pytest.raises(InvalidDataError, match="binary labels"):
+        model.predict_log_density((X[:4], np.array([[0.0], [2.0], [1.0], [0.0]])))
+    with pytest.raises(InvalidDataError, match="same number of rows"):
+        model.predict_log_density((X[:4], Y[:3]))
+    with pytest.raises(InvalidDataError, match="NaN"):
+        model.elbo((np.where(X == X[0, 0], np.nan, X), Y))
+
+
+# --------------------------------------------------------------------------------------------------
+# Construction and fit's settings.
+
+
+def test_malformed_inducing_inputs_are_refused_at_construction(model_class, data):
+    for Z, message in ((np.zeros((0, 2)), "at least one row"), (np.ones((3, 2, 1)), "rank-2")):
+        with pytest.raises(InvalidDataError, match=message):
+            FACTORIES[model_class](data, Z)
+
+
+def test_inducing_inputs_with_the_wrong_columns_are_refused_when_data_arrive(model_class, data):
+    model = FACTORIES[model_class](data, np.zeros((4, 3)))
+    with pytest.raises(InvalidDataError, match="features"):
+        fv.fit(model, data, max_iter=1)
+
+
+@pytest.mark.parametrize(
+    "settings_, name",
+    [
+        (dict(tol=-1.0), "tol"),
+        (dict(tol=float("nan")), "tol"),
+        (dict(max_iter=2.5), "max_iter"),
+        (dict(max_iter=0), "max_iter"),
+        (dict(max_iter=True), "max_iter"),
+        (dict(time_budget=-1), "time_budget"),
+        (dict(time_budget="10"), "time_budget"),
+    ],
+)
+def test_fit_settings_out_of_range_are_errors_naming_them(data, settings_, name):
+    model = FACTORIES[fv.VIJJ](data, data[0][::5].copy())
+    before = [v.numpy() for v in model.variables]
+    with pytest.raises(ValueError, match=name):
+        fv.fit(model, data, **settings_)
+    for variable, value in zip(model.variables, before):
+        np.testing.assert_array_equal(variable.numpy(), value)
+
+
+@pytest.mark.parametrize(
+    "model_class", [c for c in ALL_MODELS if issubclass(c, fv.GaussianSitesModel)]
+)
+def test_batch_size_changes_memory_not_the_answer(model_class, data):
+    """Site statistics accumulated over batches (any b, a remainder included) are the same sums."""
+    X, Y = data
+    likelihood = (
+        gpflow.likelihoods.Bernoulli(**LOGIT) if model_class is not fv.KLCorrected else None
+    )
+    Z = X[::5].copy()
+    objectives = []
+    for batch_size in (None, 7, 50):
+        model = model_class(
+            gpflow.kernels.SquaredExponential(lengthscales=0.8),
+            likelihood,
+            Z,
+            num_data=None,
+            batch_size=batch_size,
+        )
+        trace = fv.fit(model, data, max_iter=3)
+        objectives.append(trace.column("objective"))
+    np.testing.assert_allclose(objectives[1], objectives[0], rtol=1e-8)
+    np.testing.assert_allclose(objectives[2], objectives[0], rtol=1e-8)
+
+
+# --------------------------------------------------------------------------------------------------
+# A failure inside fit leaves the model at its last good iterate.
+
+
+def _state(model):
+    return [v.numpy().copy() for v in model.variables]
+
+
+def _corrupting_callback(at_iteration, corrupt, seen):
+    def callback(model):
+        seen.append(_state(model))
+        if len(seen) == at_iteration:
+            corrupt(model)
+
+    return callback
+
+
+class CallbackFailed(RuntimeError):
+    pass
+
+
+def _raise(model):
+    raise CallbackFailed("the callback failed")
+
+
+@pytest.mark.parametrize(
+    "corrupt, error, message",
+    [
+        # NaN in the (fixed) inducing inputs: Kmm cannot be factorised whatever the jitter.
+        (
+            lambda m: m.inducing_variable.Z.unconstrained_variable.assign(
+                np.full(m.inducing_variable.Z.shape, np.nan)
+            ),
+            CholeskyError,
+            "Cholesky factorisation of Kmm failed.*after iteration 2",
+        ),
+        # Any exception raised during an iteration, here by the callback itself.
+        (_raise, CallbackFailed, "the callback failed"),
+    ],
+    ids=["cholesky", "callback"],
+)
+def test_a_fault_mid_fit_leaves_the_model_at_the_last_good_iterate(
+    model_class, data, corrupt, error, message
+):
+    model = FACTORIES[model_class](data, data[0][::5].copy())
+    seen = []
+    with pytest.raises(error, match=message) as raised:
+        fv.fit(model, data, max_iter=6, tol=0.0, callback=_corrupting_callback(2, corrupt, seen))
+    text = str(raised.value)
+    assert "defined at" not in text and "node" not in text.lower()  # no graph trace
+    for variable, value in zip(model.variables, seen[-1]):
+        np.testing.assert_array_equal(variable.numpy(), value)
+    assert np.all(np.isfinite(model.predict_f(data[0])[0]))
+
+
+def test_an_interrupted_fit_returns_the_trace_so_far_and_a_usable_model(model_class, data):
+    model = FACTORIES[model_class](data, data[0][::5].copy())
+    seen = []
+
+    def interrupt(model):
+        raise KeyboardInterrupt
+
+    trace = fv.fit(
+        model, data, max_iter=6, tol=0.0, callback=_corrupting_callback(3, interrupt, seen)
+    )
+    assert trace.stop_reason == "interrupted" and len(trace.rows) == 3
+    for variable, value in zip(model.variables, seen[-1]):
+        np.testing.assert_array_equal(variable.numpy(), value)
+    p, _ = model.predict_y(data[0])
+    assert np.all((p > 0) & (p < 1))
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties over shapes, dtypes, label encodings and batch sizes.
+
+PROPERTY_SETTINGS = settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@PROPERTY_SETTINGS
+@given(
+    N=st.integers(3, 40),
+    D=st.integers(1, 4),
+    M=st.integers(1, 6),
+    labels=st.sampled_from(["01", "pm1", "int", "bool"]),
+    dtype=st.sampled_from([np.float64, np.float32]),
+    seed=st.integers(0, 2**16),
+)
+def test_any_valid_problem_trains_and_predicts_in_range(model_class, N, D, M, labels, dtype, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N, D)).astype(dtype)
+    positive = X[:, :1] + 0.3 * rng.normal(size=(N, 1)) > 0
+    Y = {
+        "01": positive.astype(float),
+        "pm1": np.where(positive, 1.0, -1.0),
+        "int": positive.astype(np.int64),
+        "bool": positive,
+    }[labels]
+    X_before, Y_before = X.copy(), Y.copy()
+    Z = X[: min(M, N)].astype(np.float64) + 1e-3 * rng.normal(size=(min(M, N), D))
+    model = FACTORIES[model_class]((X, Y), Z)
+    trace = fv.fit(model, (X, Y), max_iter=2)
+    assert np.all(np.isfinite(trace.column("objective")))
+    p, var = model.predict_y(X)
+    assert np.all((p >= 0) & (p <= 1 + 1e-12)) and np.all(var >= 0)
+    assert np.all(np.isfinite(model.predict_log_density((X, Y))))
+    np.testing.assert_array_equal(X, X_before)  # nothing the user gave is modified
+    np.testing.assert_array_equal(Y, Y_before)
+
+
+@PROPERTY_SETTINGS
+@given(
+    values=st.lists(st.sampled_from([0.5, 2.0, -2.0, 3.0, np.nan]), min_size=1, max_size=4),
+    seed=st.integers(0, 2**16),
+)
+def test_labels_outside_the_binary_encodings_are_refused(model_class, values, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(10, 2))
+    Y = rng.integers(0, 2, size=(10, 1)).astype(float)
+    Y[: len(values), 0] = values
+    model = FACTORIES[model_class]((X, Y), X[:3].copy())
+    with pytest.raises(InvalidDataError):
+        fv.fit(model, (X, Y), max_iter=1)
