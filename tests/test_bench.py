@@ -285,3 +285,23 @@ def test_swap_compares_gpflows_loops_with_fit(banana_split) -> None:
         swap.compare_loops(
             (X, Y), (X, Y), num_inducing=5, steps=1, batch=10, learning_rate=0.1, loops=("Adam",)
         )
+
+
+def test_soak_runs_report_finite_values_and_the_steps_asked_for(banana_split) -> None:
+    from gpflow_fastvi.benchmarks import soak
+
+    X, Y, _, _ = banana_split
+    results = soak.soak(
+        (X[:400], Y[:400]),
+        svi_steps=300,
+        collapsed_iterations=4,
+        batch=50,
+        num_inducing=10,
+        report=lambda line: None,
+    )
+    assert [r.model for r in results] == ["PolyaGammaSVGP", "VIJJ"]
+    assert [r.steps for r in results] == [300, 4]
+    for result in results:
+        assert result.all_finite and np.isfinite(result.last_objective)
+        assert result.memory_at_end_mib > 0
+    assert results[1].last_objective > results[1].first_objective  # vi-JJ's bound rose

@@ -4,7 +4,7 @@ the collapsed bound, the closed-form optimal q(u), all through Cholesky factors.
 """
 
 from .batching import map_over_batches, sum_over_batches, sum_over_dataset
-from .cholesky import checked_cholesky, robust_cholesky
+from .cholesky import checked_cholesky, escalating_cholesky, is_factorisable, robust_cholesky
 from .collapsed import (
     CollapsedBound,
     CollapsedFactors,
@@ -47,8 +47,10 @@ __all__ = [
     "checked_cholesky",
     "collapsed_bound",
     "collapsed_factors",
+    "escalating_cholesky",
     "expected_sites",
     "gaussian_factors",
+    "is_factorisable",
     "kl_to_prior",
     "kmm_cholesky",
     "map_over_batches",

@@ -26,14 +26,29 @@ def robust_cholesky(
     :param jitter: diagonal added on the first attempt.
     :param what: the matrix's name in the error message, e.g. ``"Kmm"``.
     """
+    return tf.debugging.assert_all_finite(
+        escalating_cholesky(K, jitter=jitter),
+        f"Cholesky factorisation of {what} failed even with jitter of 1e-2 times its mean "
+        "diagonal: the matrix is far from positive definite. Usual causes: duplicate inducing "
+        "inputs, a kernel variance or lengthscale that collapsed to 0 or ran to infinity, or NaN "
+        "in the data.",
+    )
+
+
+@check_shapes("K: [M, M]", "return: [M, M]")
+def escalating_cholesky(
+    K: tf.Tensor, *, jitter: Optional[Union[float, tf.Tensor]] = None
+) -> tf.Tensor:
+    """
+    The factor :func:`robust_cholesky` returns, without its check: where no jitter can save the
+    factorisation, a factor with non-finite entries, for a caller that answers that case itself
+    (:func:`is_factorisable`).
+    """
     if jitter is None:
         jitter = gpflow.config.default_jitter()
     M = tf.shape(K)[-1]
     eye = tf.eye(M, dtype=K.dtype)
     first = tf.linalg.cholesky(K + tf.cast(jitter, K.dtype) * eye)
-
-    def factorised(L: tf.Tensor) -> tf.Tensor:
-        return tf.reduce_all(tf.math.is_finite(tf.linalg.diag_part(L)))
 
     def escalate() -> tf.Tensor:
         scale = tf.stop_gradient(tf.reduce_mean(tf.abs(tf.linalg.diag_part(K))))
@@ -42,17 +57,22 @@ def robust_cholesky(
         # only runs when the first attempt has failed.
         trials = tf.linalg.cholesky(tf.stop_gradient(K)[None] + extra[:, None, None] * eye)
         succeeded = tf.reduce_all(tf.math.is_finite(tf.linalg.diag_part(trials)), axis=-1)
-        # The first success; 0 if none succeeded, which the finiteness check below reports.
+        # The first success; 0 if none succeeded, which leaves a non-finite factor.
         smallest = tf.argmax(tf.cast(succeeded, tf.int32))
-        L = tf.linalg.cholesky(K + tf.gather(extra, smallest) * eye)
-        return tf.debugging.assert_all_finite(
-            L,
-            f"Cholesky factorisation of {what} failed even with jitter of 1e-2 times its mean "
-            "diagonal: the matrix is far from positive definite. Usual causes: duplicate inducing "
-            "inputs, a kernel variance or lengthscale that collapsed to 0, or NaN in the data.",
-        )
+        return tf.linalg.cholesky(K + tf.gather(extra, smallest) * eye)
 
-    return tf.cond(factorised(first), lambda: first, escalate)
+    return tf.cond(is_finite_factor(first), lambda: first, escalate)
+
+
+def is_finite_factor(L: tf.Tensor) -> tf.Tensor:
+    """Whether a Cholesky factor succeeded: TensorFlow fills a failed one with NaN."""
+    return tf.reduce_all(tf.math.is_finite(tf.linalg.diag_part(L)))
+
+
+@check_shapes("K: [M, M]", "return: []")
+def is_factorisable(K: tf.Tensor) -> tf.Tensor:
+    """Whether :func:`robust_cholesky` succeeds on K (a boolean scalar tensor; no gradient)."""
+    return is_finite_factor(escalating_cholesky(tf.stop_gradient(K)))
 
 
 @check_shapes("B: [M, M]", "return: [M, M]")

@@ -153,6 +153,8 @@ class _QFrame:
         not_yet = np.full((M, 1), np.nan)  # equal to no q_mu: no frame yet
         self.q_mu = tf.Variable(not_yet, dtype=dtype, trainable=False)
         self.q_sqrt = tf.Variable(np.eye(M)[None], dtype=dtype, trainable=False)
+        self.loss = tf.Variable(np.inf, dtype=dtype, trainable=False)
+        """The full-data training loss of the evaluation that set q(u); +inf if none did."""
 
     def _pairs(self, model: "GaussianSitesModel") -> Sequence[Tuple[tf.Variable, tf.Variable]]:
         pairs = []
@@ -170,6 +172,7 @@ class _QFrame:
             copy.assign(original)
         self.q_mu.assign(q_mu)
         self.q_sqrt.assign(q_sqrt)
+        self.loss.assign(np.inf)
 
     def belongs_to(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> tf.Tensor:
         """Whether the stored q(u) is still the one the frame was recorded with."""
@@ -737,11 +740,17 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         """
         −(objective + log prior density of the parameters), for GPflow's optimisers: each
         evaluation takes the closed-form site steps of one evaluation of the persistent route
-        (three passes, from the stored q(u)) and stores their q(u), so that
+        (three passes, from the stored q(u)) and stores their q(u) unless its loss is higher than
+        that of the evaluation that stored the current one (a line search's trial point too far
+        out), so that
         ``gpflow.optimizers.Scipy().minimize(model.training_loss_closure((X, Y)),
         model.trainable_variables)`` moves the sites with the hyperparameters and ends where
         :func:`gpflow_fastvi.fit` does (more slowly: ``fit`` keeps the sites of accepted
         iterates only, and restarts L-BFGS-B when the sites have moved under it).
+
+        Where no jitter can factorise Kmm (a line search's extreme trial point) the loss is NaN,
+        as :class:`gpflow.models.SVGP`'s is, and q(u) is left as it was: L-BFGS-B then shortens
+        its step.
 
         On a mini-batch (fewer rows than ``num_data``) the step is instead a natural-gradient step
         of size ρ = min(1, b / 3000) (:func:`~gpflow_fastvi.models.protocol.mini_batch_step_size`) on q(u) towards the batch's closed-form optimum, and the loss
@@ -754,11 +763,31 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         if self._is_mini_batch(data):
             X, _ = data
             objective = self.natural_gradient_step(data, mini_batch_step_size(tf.shape(X)[0]))
-        else:
+            return -(objective + self.log_prior_density())
+
+        frame = self._q_frame
+
+        def step() -> tf.Tensor:
             stepped = self._stepped(data, PERSISTENT_ROUTE.options["n_upd"])
-            self.adopt(stepped)
-            objective = stepped.objective
-        return -(objective + self.log_prior_density())
+            loss = -(stepped.objective + self.log_prior_density())
+            # Keep the sites of an evaluation only if it is no worse than the one that set q(u)
+            # (or q(u) was set otherwise since): a line search's wild trial point must not become
+            # the state its next trial starts from, as fit keeps the sites of accepted iterates.
+            keep = ~frame.belongs_to(self.q_mu, self.q_sqrt) | (loss <= frame.loss)
+
+            def adopt() -> tf.Tensor:
+                self.adopt(stepped)
+                frame.loss.assign(tf.stop_gradient(loss))
+                return tf.constant(True)
+
+            with tf.control_dependencies([tf.cond(keep, adopt, lambda: tf.constant(False))]):
+                return tf.identity(loss)
+
+        # A trial point of a line search can be so extreme (a lengthscale of 1e-15) that no jitter
+        # factorises Kmm: the loss is then NaN, as SVGP's is, so that L-BFGS-B shortens its step
+        # (and an Adam step on a zero gradient changes nothing); q(u) is left as it was.
+        nan = tf.constant(np.nan, dtype=gpflow.config.default_float())
+        return tf.cond(self.Kmm_is_factorisable(), step, lambda: nan)
 
     def training_loss_closure(
         self, data: Any = None, *, compile: bool = True

@@ -32,6 +32,7 @@ from gpflow.base import InputData, MeanAndVariance, RegressionData
 from ..exceptions import InvalidDataError
 from ..gaussian import (
     Projection,
+    is_factorisable,
     kmm_cholesky,
     marginal_covariance,
     marginals,
@@ -204,6 +205,11 @@ class SiteModel(abc.ABC):
     def Kmm_cholesky(self) -> tf.Tensor:
         """L = chol(Kmm + jitter), with jitter that escalates if needed."""
         return kmm_cholesky(self.kernel, self.inducing_variable)  # type: ignore[attr-defined]
+
+    def Kmm_is_factorisable(self) -> tf.Tensor:
+        """Whether :meth:`Kmm_cholesky` succeeds at the current hyperparameters (a boolean tensor)."""
+        Kmm = gpflow.covariances.Kuu(self.inducing_variable, self.kernel)  # type: ignore[attr-defined]
+        return is_factorisable(Kmm)
 
     def projection(self, X: tf.Tensor, L: tf.Tensor) -> Projection:
         """A = L⁻¹ Kmn and diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ of the points X (:func:`whitened_projection`)."""
