@@ -7,6 +7,7 @@ import tensorflow as tf
 from check_shapes import ShapeCheckingState, set_enable_check_shapes
 
 from gpflow_fastvi.datasets import load_banana, standardise, train_test_split
+from gpflow_fastvi.models import ALL_MODELS
 
 
 @pytest.fixture(autouse=True)
@@ -35,6 +36,18 @@ def make_binary_data(rng: np.random.Generator, N: int = 60, D: int = 2):
 @pytest.fixture
 def binary_data(rng):
     return make_binary_data(rng)
+
+
+@pytest.fixture(params=ALL_MODELS, ids=lambda c: c.__name__)
+def model_class(request):
+    """Every model class of the package, in turn."""
+    return request.param
+
+
+@pytest.fixture
+def data(rng):
+    """A small binary problem for the tests run over every model."""
+    return make_binary_data(rng, N=50)
 
 
 @pytest.fixture(scope="session")

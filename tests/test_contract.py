@@ -14,8 +14,6 @@ import tensorflow as tf
 import gpflow_fastvi as fv
 from gpflow_fastvi.models import ALL_MODELS, SiteModel
 
-from .conftest import make_binary_data
-
 LOGIT = dict(invlink=tf.sigmoid)
 
 
@@ -67,16 +65,6 @@ def test_every_model_is_in_the_contract():
     }
     assert package_models == set(ALL_MODELS) == set(FACTORIES)
     assert set(HOLDING) == {c for c in ALL_MODELS if issubclass(c, fv.GaussianSitesModel)}
-
-
-@pytest.fixture(params=ALL_MODELS, ids=lambda c: c.__name__)
-def model_class(request):
-    return request.param
-
-
-@pytest.fixture
-def data(rng):
-    return make_binary_data(rng, N=50)
 
 
 def _holds_data(model):

@@ -16,20 +16,9 @@ import gpflow_fastvi as fv
 from gpflow_fastvi.exceptions import CholeskyError, IncompatibleLikelihoodError, InvalidDataError
 from gpflow_fastvi.models import ALL_MODELS
 
-from .conftest import make_binary_data
 from .test_contract import FACTORIES
 
 LOGIT = dict(invlink=tf.sigmoid)
-
-
-@pytest.fixture(params=ALL_MODELS, ids=lambda c: c.__name__)
-def model_class(request):
-    return request.param
-
-
-@pytest.fixture
-def data(rng):
-    return make_binary_data(rng, N=50)
 
 
 def _fitted(model_class, data, **options):
