@@ -287,7 +287,10 @@ def test_an_interrupted_fit_returns_the_trace_so_far_and_a_usable_model(model_cl
 # Properties over shapes, dtypes, label encodings and batch sizes.
 
 PROPERTY_SETTINGS = settings(
-    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=8,
+    deadline=None,
+    derandomize=True,  # the same examples on every run: a CI failure is reproducible here
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 
@@ -335,3 +338,44 @@ def test_labels_outside_the_binary_encodings_are_refused(model_class, values, se
     model = FACTORIES[model_class]((X, Y), X[:3].copy())
     with pytest.raises(InvalidDataError):
         fv.fit(model, (X, Y), max_iter=1)
+
+
+TARGETS = {
+    "Gaussian": (gpflow.likelihoods.Gaussian, lambda f, rng: f + 0.3 * rng.normal(size=f.shape)),
+    "Poisson": (gpflow.likelihoods.Poisson, lambda f, rng: rng.poisson(np.exp(f)).astype(float)),
+    "probit": (gpflow.likelihoods.Bernoulli, lambda f, rng: (f > 0).astype(float)),
+    "logit": (
+        lambda: gpflow.likelihoods.Bernoulli(**LOGIT),
+        lambda f, rng: (f + 0.3 * rng.normal(size=f.shape) > 0).astype(float),
+    ),
+}
+
+
+@PROPERTY_SETTINGS
+@given(
+    model_class=st.sampled_from([fv.VITaylor, fv.KLCorrected]),
+    likelihood=st.sampled_from(sorted(TARGETS)),
+    N=st.integers(5, 40),
+    batch_size=st.one_of(st.none(), st.integers(1, 45)),
+    seed=st.integers(0, 2**16),
+)
+def test_any_log_concave_likelihood_and_batch_size_trains_and_predicts(
+    model_class, likelihood, N, batch_size, seed
+):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(N, 1))
+    make_likelihood, draw = TARGETS[likelihood]
+    Y = draw(np.sin(2 * X), rng)
+    Z = np.linspace(-2, 2, 4)[:, None]
+    objectives = []
+    for b in (None, batch_size):
+        model = model_class(gpflow.kernels.SquaredExponential(), make_likelihood(), Z, batch_size=b)
+        objectives.append(fv.fit(model, (X, Y), max_iter=2).column("objective"))
+    assert np.all(np.isfinite(objectives[1]))
+    np.testing.assert_allclose(objectives[1], objectives[0], rtol=1e-8)
+    mean, var = model.predict_y(X)
+    assert np.all(np.isfinite(mean)) and np.all(var >= 0)
+    if likelihood in ("probit", "logit"):
+        assert np.all((mean >= 0) & (mean <= 1 + 1e-12))
+    if likelihood == "Poisson":
+        assert np.all(mean > 0)
