@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import gpflow_fastvi as fv
 from gpflow_fastvi.exceptions import CholeskyError, IncompatibleLikelihoodError, InvalidDataError
 from gpflow_fastvi.models import ALL_MODELS
+from gpflow_fastvi.training import TrainingPlan, run_plan
 
 from .test_contract import FACTORIES
 
@@ -264,6 +265,23 @@ def test_a_fault_mid_fit_leaves_the_model_at_the_last_good_iterate(
     for variable, value in zip(model.variables, seen[-1]):
         np.testing.assert_array_equal(variable.numpy(), value)
     assert np.all(np.isfinite(model.predict_f(data[0])[0]))
+
+
+def test_a_step_that_goes_non_finite_is_undone_and_named(data):
+    """A step whose objective turns NaN (after writing into the model) leaves the model as the
+    last finite step did."""
+    model = FACTORIES[fv.VIJJ](data, data[0][::5].copy())
+    variances = []
+
+    def step():
+        model.kernel.variance.assign(model.kernel.variance + 1.0)
+        variances.append(model.kernel.variance.numpy())
+        return float("nan") if len(variances) == 3 else float(len(variances))
+
+    plan = TrainingPlan.from_step(step, max_iter=10, tol=0.0)
+    with pytest.raises(FloatingPointError, match="nan at iteration 3.*after iteration 2"):
+        run_plan(plan, model, method="step")
+    assert model.kernel.variance.numpy() == variances[1]
 
 
 def test_an_interrupted_fit_returns_the_trace_so_far_and_a_usable_model(model_class, data):
