@@ -125,6 +125,11 @@ def positive_int(value: Any, name: str, *, optional: bool = False) -> Optional[i
     return int(value)
 
 
+def is_symbolic(value: Any) -> bool:
+    """Whether ``value`` is a symbolic tensor (traced in a compiled function): no values to check."""
+    return tf.is_tensor(value) and not hasattr(value, "numpy")
+
+
 def inducing_inputs(value: Any) -> np.ndarray:
     """Inducing inputs Z given as an array: a finite float copy [M, D] with M ≥ 1, or an error."""
     Z = as_float_array(value, "inducing inputs Z")
@@ -143,7 +148,7 @@ def checked_inputs(
     :func:`check_input_columns`), as a tensor. A symbolic tensor (inside a compiled function) is
     taken as it is: its values are not known until it runs.
     """
-    if tf.is_tensor(Xnew) and not hasattr(Xnew, "numpy"):
+    if is_symbolic(Xnew):
         return Xnew
     X = as_float_array(Xnew, name)
     check_input_columns(X, inducing_variable, name)

@@ -29,7 +29,6 @@ import gpflow
 import tensorflow as tf
 from gpflow.base import InputData, MeanAndVariance, RegressionData
 
-from ..exceptions import InvalidDataError
 from ..gaussian import (
     Projection,
     is_factorisable,
@@ -44,10 +43,10 @@ from ..gaussian import (
 )
 from ..types import Route, Sites
 from ..validation import (
-    as_float_array,
     check_data,
     check_input_columns,
     checked_inputs,
+    is_symbolic,
     targets_for_likelihood,
 )
 
@@ -120,9 +119,6 @@ class SiteModel(abc.ABC):
         """
 
     # ----------------------------------------------------------------------------------------------
-    # The same for every site rule.
-
-    # ----------------------------------------------------------------------------------------------
     # The data boundary of a call: concrete data checked as the constructors check it.
 
     def checked_data(self, data: Any) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -132,7 +128,7 @@ class SiteModel(abc.ABC):
         Symbolic tensors (inside a compiled function) are taken as they are.
         """
         X, Y = data
-        if any(tf.is_tensor(t) and not hasattr(t, "numpy") for t in (X, Y)):
+        if is_symbolic(X) or is_symbolic(Y):
             return tf.convert_to_tensor(X), tf.convert_to_tensor(Y)
         X, Y = check_data((X, Y))
         Y = targets_for_likelihood(self.likelihood, Y)  # type: ignore[attr-defined]
@@ -183,24 +179,16 @@ class SiteModel(abc.ABC):
         self, data: RegressionData, full_cov: bool = False, full_output_cov: bool = False
     ) -> tf.Tensor:
         """
-        log ∫ p(y* | f*) q(f*) df* at test points, as GPflow gives it; the inputs are checked as in
-        :meth:`predict_f`, the targets as training targets are (labels outside the likelihood's
-        support are an error, not a score).
+        log ∫ p(y* | f*) q(f*) df* at test points, as GPflow gives it; the points are checked as
+        training data are (:meth:`checked_data`: labels outside the likelihood's support are an
+        error, not a score).
         """
-        X, Y = data
-        X = checked_inputs(X, self.inducing_variable)  # type: ignore[attr-defined]
-        if not (tf.is_tensor(Y) and not hasattr(Y, "numpy")):
-            Y = targets_for_likelihood(self.likelihood, as_float_array(Y, "Y"))  # type: ignore[attr-defined]
-            if Y.shape[0] != X.shape[0]:
-                raise InvalidDataError(
-                    f"X and Y must have the same number of rows; got {X.shape[0]} and {Y.shape[0]}."
-                )
         return super().predict_log_density(  # type: ignore[misc]
-            (X, tf.convert_to_tensor(Y)), full_cov=full_cov, full_output_cov=full_output_cov
+            self.checked_data(data), full_cov=full_cov, full_output_cov=full_output_cov
         )
 
     # ----------------------------------------------------------------------------------------------
-    # The shared algebra's view of the model.
+    # The same for every site rule.
 
     def Kmm_cholesky(self) -> tf.Tensor:
         """L = chol(Kmm + jitter), with jitter that escalates if needed."""
