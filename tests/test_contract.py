@@ -5,6 +5,7 @@ they swap in, and the protocol every model offers. A new model gets all of it by
 """
 
 import inspect
+import warnings
 
 import gpflow
 import numpy as np
@@ -211,8 +212,13 @@ def test_gpflows_training_interface_takes_the_data_per_call(model_class, data):
     assert np.isfinite(loss) and np.isfinite(closure()) and np.isfinite(model.elbo(data))
     # An iterator of mini-batches, as in GPflow's SVGP notebooks: one trace for all batches.
     batches = iter(tf.data.Dataset.from_tensor_slices(data).repeat().batch(20))
-    model.training_loss_closure(batches, compile=False)()  # the eager form runs too
-    closure = model.training_loss_closure(batches)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.training_loss_closure(batches, compile=False)()  # the eager form runs too
+        closure = model.training_loss_closure(batches)
+    # A model whose mini-batch loop ended short of fit on a large set says so, at each closure.
+    shortfalls = [w for w in caught if "worse than fit" in str(w.message)]
+    assert len(shortfalls) == (2 if model_class.mini_batch_closure_shortfall else 0)
     optimizer = gpflow.keras.tf_keras.optimizers.Adam(0.01)
     for _ in range(3):
         optimizer.minimize(closure, model.trainable_variables)

@@ -54,6 +54,18 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
     }
     default_route = "svi"
     objective_is_bound = True
+    mini_batch_closure_shortfall = (
+        "PolyaGammaSVGP's closure is SVGP's: Adam moves q(u) with the hyperparameters, without "
+        "the method's natural-gradient step. On ijcnn1 2000 Adam steps on batches of 500 ended "
+        "0.7 accuracy points and 0.03 NLL worse than fit. For the method's speed use "
+        "gpflow_fastvi.fit(model, data) or gpflow_fastvi.NaturalGradientSVI in your loop."
+    )
+
+    def training_loss_closure(self, data: Any, *, compile: bool = True) -> Any:
+        """SVGP's closure, with a warning when ``data`` is an iterator of mini-batches
+        (:attr:`mini_batch_closure_shortfall`)."""
+        self.warn_if_mini_batch_closure_falls_short(data)
+        return super().training_loss_closure(data, compile=compile)
 
     def __init__(
         self,

@@ -23,6 +23,7 @@ Training code (:mod:`gpflow_fastvi.training`) drives a model through these membe
 """
 
 import abc
+import warnings
 from typing import Any, ClassVar, Mapping, Optional, Tuple
 
 import gpflow
@@ -87,6 +88,19 @@ class SiteModel(abc.ABC):
     objective_is_bound: ClassVar[bool]
     """Whether :meth:`objective` is a lower bound on log p(y) (then also ≤ the yardstick at the
     q(u) it stores); ``False`` for a local approximation such as Taylor sites."""
+    mini_batch_closure_shortfall: ClassVar[Optional[str]] = None
+    """Where an Adam loop over ``training_loss_closure(iter(dataset))`` was measured to end short
+    of :func:`gpflow_fastvi.fit`, what was measured and what to use instead: the warning that
+    building such a closure gives (:meth:`warn_if_mini_batch_closure_falls_short`)."""
+
+    def warn_if_mini_batch_closure_falls_short(self, data: Any) -> None:
+        """
+        Warn, once per closure, when ``data`` is an iterator of mini-batches and this model's
+        mini-batch closure is known to end short of ``fit`` (:attr:`mini_batch_closure_shortfall`).
+        """
+        is_full_data = data is None or isinstance(data, (tuple, list, tf.data.Dataset))
+        if self.mini_batch_closure_shortfall and not is_full_data:
+            warnings.warn(self.mini_batch_closure_shortfall, UserWarning, stacklevel=3)
 
     # ----------------------------------------------------------------------------------------------
     # What each model provides.
