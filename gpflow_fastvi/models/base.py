@@ -45,6 +45,7 @@ from ..gaussian import (
     optimal_q,
     shift_sites,
     statistics_from_projection,
+    stored_q,
     sum_over_batches,
     sum_over_dataset,
     whitened_projection,
@@ -556,15 +557,13 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             else:
                 stats = self._pass_statistics(data, L, rule, projection, q)
             factors = collapsed_factors(stats)
-            if not last:
-                m, R = optimal_q(factors, L, whiten=True)
-                q = (m, R[0])
-        q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
+            m, R = optimal_q(factors, L, whiten=True)
+            q = (m, R[0])  # the q(v) the next pass reads its sites off
+        q_mu, q_sqrt = stored_q(*q, L, self.whiten)
         next_parameters: SiteParameters = ()
         if site_parameters is not None:
             # The sites of the new q(u), read where it is set: those the next step starts from.
-            m, R = optimal_q(factors, L, whiten=True)
-            next_parameters = self._read_site_parameters(*data, projection, m, R[0])
+            next_parameters = self._read_site_parameters(*data, projection, *q)
         return SteppedSites(
             objective=collapsed_bound(stats, factors).total,
             q_mu=tf.stop_gradient(q_mu),

@@ -275,7 +275,8 @@ def run_plan(
         elapsed = progress_state["elapsed"] = progress_state["elapsed"] + seconds
         previous = progress_state["previous"]
         iteration = len(trace.rows) + 1
-        if not np.isfinite(objective) or not last_good.finite_now():
+        values = last_good.read()
+        if not np.isfinite(objective) or not last_good.finite(values):
             raise FloatingPointError(
                 f"The objective became {objective} at iteration {iteration}, or the model's "
                 f"variables stopped being finite; the last finite objective was {previous}. Check "
@@ -286,7 +287,7 @@ def run_plan(
         if validation_nll is not None:
             row["validation_nll"] = validation_nll
         trace.rows.append(row)
-        last_good.take()  # before the callback, which may change the model
+        last_good.values = values  # taken before the callback, which may change the model
         if callback is not None:
             row.update(callback(model) or {})
         bar.update(1 if time_budget is None else min(seconds, time_budget - bar.n))
@@ -343,18 +344,16 @@ class _Snapshot:
     def __init__(self, model: Any):
         self.model = model
         self.variables = tuple(getattr(model, "variables", ()))
-        self.take()
+        self.values = self.read()
 
-    def take(self) -> None:
-        self.values = [variable.numpy() for variable in self.variables]
+    def read(self) -> List[np.ndarray]:
+        """The variables' current values, copied."""
+        return [variable.numpy() for variable in self.variables]
 
-    def finite_now(self) -> bool:
-        """Whether every floating-point variable of the model is finite now."""
-        return all(
-            np.all(np.isfinite(variable.numpy()))
-            for variable in self.variables
-            if variable.dtype.is_floating
-        )
+    @staticmethod
+    def finite(values: List[np.ndarray]) -> bool:
+        """Whether every floating-point value among ``values`` is finite."""
+        return all(np.all(np.isfinite(v)) for v in values if np.issubdtype(v.dtype, np.floating))
 
     def restore(self) -> None:
         for variable, value in zip(self.variables, self.values):
