@@ -63,7 +63,7 @@ from ..validation import (
     signed_labels,
     targets_for_likelihood,
 )
-from .protocol import SiteModel, mini_batch_step_size
+from .protocol import FULL_DATA_STEPS, QFrame, SiteModel, mini_batch_step_size
 
 Data = Union[Tuple[tf.Tensor, tf.Tensor], tf.data.Dataset]
 """The data of a call, as :meth:`GaussianSitesModel.training_data` returns them: ``(X, Y)``
@@ -85,7 +85,7 @@ def logit_log_prob(F: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
 
 PERSISTENT_ROUTE = Route(
     "persistent",
-    options={"n_upd": 3},
+    options={"n_upd": FULL_DATA_STEPS},
     description="one L-BFGS-B run over θ for the whole fit; each evaluation takes n_upd "
     "closed-form site steps (passes) from the sites of the last accepted iterate",
 )
@@ -122,68 +122,6 @@ class DataFirstForm(abc.ABCMeta):
         if "data" in kwargs:
             raise TypeError(f"{cls.__name__}() got the data both first and as data=.")
         return super().__call__(data=args[0], **kwargs)
-
-
-class _QFrame:
-    """
-    The hyperparameters at which q(u) was last set, and copies of the ``q_mu`` and ``q_sqrt`` it
-    was set to: a copy of the model's kernel, inducing variable and mean function.
-
-    A step reads the sites' local parameters off the marginals q(fᵢ) of the stored q(u) *at these
-    hyperparameters*, whatever hyperparameters it then forms statistics at, so the sites an
-    optimiser's trial point starts from are those of the last state, fixed in f-space, as if they
-    were stored per point. Read at the trial hyperparameters instead, they move with them: a
-    larger kernel variance inflates whitened means, a longer lengthscale makes Kmm⁻¹ amplify
-    u-space means, and on ijcnn1 VITaylor's L-BFGS-B followed such readings to expansion points of
-    10⁵ and an objective of 10¹⁰ (its Taylor objective is not a bound, so it can be inflated).
-    When ``q_mu`` or ``q_sqrt`` has been changed from outside since (a restored checkpoint, an
-    assignment), the frame no longer belongs to it and q(u) is read at the current
-    hyperparameters, as SVGP reads it.
-
-    A plain object, not a :class:`tf.Module`: its variables are scratch state of the training
-    step, not part of the model, so they are neither trainable nor written to checkpoints, which
-    therefore hold exactly SVGP's variables.
-    """
-
-    def __init__(self, model: "GaussianSitesModel"):
-        self.kernel = gpflow.utilities.deepcopy(model.kernel)
-        self.inducing_variable = gpflow.utilities.deepcopy(model.inducing_variable)
-        self.mean_function = gpflow.utilities.deepcopy(model.mean_function)
-        dtype = gpflow.config.default_float()
-        M = model.inducing_variable.num_inducing
-        not_yet = np.full((M, 1), np.nan)  # equal to no q_mu: no frame yet
-        self.q_mu = tf.Variable(not_yet, dtype=dtype, trainable=False)
-        self.q_sqrt = tf.Variable(np.eye(M)[None], dtype=dtype, trainable=False)
-        self.loss = tf.Variable(np.inf, dtype=dtype, trainable=False)
-        """The full-data training loss of the evaluation that set q(u); +inf if none did."""
-
-    def _pairs(self, model: "GaussianSitesModel") -> Sequence[Tuple[tf.Variable, tf.Variable]]:
-        pairs = []
-        for copy, original in (
-            (self.kernel, model.kernel),
-            (self.inducing_variable, model.inducing_variable),
-            (self.mean_function, model.mean_function),
-        ):
-            pairs += list(zip(copy.variables, original.variables))
-        return pairs
-
-    def set(self, model: "GaussianSitesModel", q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
-        """Record the model's current hyperparameters as the frame of ``(q_mu, q_sqrt)``."""
-        for copy, original in self._pairs(model):
-            copy.assign(original)
-        self.q_mu.assign(q_mu)
-        self.q_sqrt.assign(q_sqrt)
-        self.loss.assign(np.inf)
-
-    def belongs_to(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> tf.Tensor:
-        """Whether the stored q(u) is still the one the frame was recorded with."""
-        return tf.reduce_all(tf.equal(self.q_mu, q_mu)) & tf.reduce_all(
-            tf.equal(self.q_sqrt, q_sqrt)
-        )
-
-    def is_at(self, model: "GaussianSitesModel") -> tf.Tensor:
-        """Whether the model's hyperparameters are still the frame's (no optimiser moved them)."""
-        return tf.reduce_all([tf.reduce_all(tf.equal(c, o)) for c, o in self._pairs(model)])
 
 
 class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
@@ -297,7 +235,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             dtype=gpflow.config.default_float(),
             trainable=False,
         )
-        self._q_frame = _QFrame(self)
+        self._q_frame = QFrame(self)
 
     def _inducing_variable(
         self, inducing_variable: Optional[InducingSpec], X: Optional[np.ndarray], seed: int
@@ -405,25 +343,16 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         return data
 
     def _is_mini_batch(self, data: Data) -> bool:
-        """Whether a call's data are a mini-batch: fewer rows than ``num_data``, or rows unknown.
-        A dataset is all the data, streamed."""
-        if self.num_data is None or isinstance(data, tf.data.Dataset):
-            return False
-        rows = data[0].shape[0]
-        return rows is None or rows < self.num_data
+        """Whether a call's data are a mini-batch (:meth:`is_mini_batch`); a dataset is all the
+        data, streamed."""
+        return not isinstance(data, tf.data.Dataset) and self.is_mini_batch(data[0])
 
     # ----------------------------------------------------------------------------------------------
     # q(u), read and stored.
 
-    def store_q(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
-        """Assign ``q_mu`` and ``q_sqrt`` (in the stored frame), set at the current hyperparameters."""
-        self.q_mu.assign(q_mu)
-        self.q_sqrt.assign(q_sqrt)
-        self._q_frame.set(self, q_mu, q_sqrt)
-
     def _stored_q(self) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
         """
-        The stored q(u) where its sites are read (:class:`_QFrame`): whether to read it at the
+        The stored q(u) where its sites are read (:class:`QFrame`): whether to read it at the
         frame's hyperparameters (the frame belongs to it, and they differ from the current ones),
         chol(Kmm) there (else at the current ones), and q(v) = N(m, R Rᵀ) whitened by that
         factor. Held fixed: no gradient.
@@ -507,7 +436,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         """
         One pass (module docstring): the statistics of the sites, by ``rule``, whose local
         parameters are optimal for the marginals of the stored q(u) (read where it was set,
-        :class:`_QFrame`), or of ``q`` = (m, R), q(v) = N(m, R Rᵀ) whitened by ``L``, in batches
+        :class:`QFrame`), or of ``q`` = (m, R), q(v) = N(m, R Rᵀ) whitened by ``L``, in batches
         of :attr:`batch_size`. Differentiable in θ with the local parameters held fixed.
 
         :param projection: A and diag K̃ of all the data when the caller has them already
@@ -592,7 +521,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         :param site_parameters: the local parameters the first step starts from instead of those
             read off the stored q(u), each [N, 1], for a training loop that keeps them between
             steps (:func:`~gpflow_fastvi.training.persistent_plan`): reading them off q(u) where
-            it was set (:class:`_QFrame`) at a trial θ costs a second projection of the data.
+            it was set (:class:`QFrame`) at a trial θ costs a second projection of the data.
             Then the result also carries the local parameters read off its own q(u), where the
             next step starts. Data as arrays and ``batch_size=None`` only.
         """
@@ -764,29 +693,13 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             objective = self.natural_gradient_step(data, mini_batch_step_size(tf.shape(X)[0]))
             return -(objective + self.log_prior_density())
 
-        frame = self._q_frame
+        def loss() -> tf.Tensor:
+            stepped = self._stepped(data, FULL_DATA_STEPS)
+            return self.adopt_unless_worse(
+                -(stepped.objective + self.log_prior_density()), lambda: self.adopt(stepped)
+            )
 
-        def step() -> tf.Tensor:
-            stepped = self._stepped(data, PERSISTENT_ROUTE.options["n_upd"])
-            loss = -(stepped.objective + self.log_prior_density())
-            # Keep the sites of an evaluation only if it is no worse than the one that set q(u)
-            # (or q(u) was set otherwise since): a line search's wild trial point must not become
-            # the state its next trial starts from, as fit keeps the sites of accepted iterates.
-            keep = ~frame.belongs_to(self.q_mu, self.q_sqrt) | (loss <= frame.loss)
-
-            def adopt() -> tf.Tensor:
-                self.adopt(stepped)
-                frame.loss.assign(tf.stop_gradient(loss))
-                return tf.constant(True)
-
-            with tf.control_dependencies([tf.cond(keep, adopt, lambda: tf.constant(False))]):
-                return tf.identity(loss)
-
-        # A trial point of a line search can be so extreme (a lengthscale of 1e-15) that no jitter
-        # factorises Kmm: the loss is then NaN, as SVGP's is, so that L-BFGS-B shortens its step
-        # (and an Adam step on a zero gradient changes nothing); q(u) is left as it was.
-        nan = tf.constant(np.nan, dtype=gpflow.config.default_float())
-        return tf.cond(self.Kmm_is_factorisable(), step, lambda: nan)
+        return self.where_factorisable(loss)
 
     def training_loss_closure(
         self, data: Any = None, *, compile: bool = True

@@ -24,9 +24,10 @@ Training code (:mod:`gpflow_fastvi.training`) drives a model through these membe
 
 import abc
 import warnings
-from typing import Any, ClassVar, Mapping, Optional, Tuple
+from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence, Tuple
 
 import gpflow
+import numpy as np
 import tensorflow as tf
 from gpflow.base import InputData, MeanAndVariance, RegressionData
 
@@ -62,6 +63,14 @@ them). Measured with batches of 1000 (30 s): on ijcnn1 ρ = 0.3 reached the benc
 """
 
 
+FULL_DATA_STEPS = 3
+"""
+The closed-form steps on q(u) that one evaluation of a model's ``training_loss`` on all the data
+takes (each a pass over the data), from the stored q(u): the evaluations of the persistent route
+(``n_upd``), which were measured there (:mod:`gpflow_fastvi.training.persistent`).
+"""
+
+
 def mini_batch_step_size(batch_size: Any) -> Any:
     """
     The default constant ρ = min(1, s / :data:`AVERAGED_POINTS`) for mini-batches of s points; s
@@ -71,6 +80,73 @@ def mini_batch_step_size(batch_size: Any) -> Any:
         dtype = gpflow.config.default_float()
         return tf.minimum(tf.constant(1.0, dtype), tf.cast(batch_size, dtype) / AVERAGED_POINTS)
     return min(1.0, batch_size / AVERAGED_POINTS)
+
+
+class QFrame:
+    """
+    Where q(u) was last set: copies of the model's kernel, inducing variable and mean function at
+    that moment, of the ``q_mu`` and ``q_sqrt`` it was set to, and the full-data training loss of
+    the evaluation that set it.
+
+    Two uses. :class:`~gpflow_fastvi.models.base.GaussianSitesModel` reads the sites' local
+    parameters off the marginals q(fᵢ) of the stored q(u) *at these hyperparameters*, whatever
+    hyperparameters it then forms statistics at, so the sites an optimiser's trial point starts
+    from are those of the last state, fixed in f-space, as if they were stored per point. Read at
+    the trial hyperparameters instead, they move with them: a larger kernel variance inflates
+    whitened means, a longer lengthscale makes Kmm⁻¹ amplify u-space means, and on ijcnn1
+    VITaylor's L-BFGS-B followed such readings to expansion points of 10⁵ and an objective of 10¹⁰
+    (its Taylor objective is not a bound, so it can be inflated). And every model's full-data
+    ``training_loss`` keeps the q(u) of an evaluation only if its loss is no higher than
+    :attr:`loss` (:meth:`SiteModel.adopt_unless_worse`).
+
+    When ``q_mu`` or ``q_sqrt`` has been changed from outside since (a restored checkpoint, an
+    assignment, an optimiser), the frame no longer belongs to it (:meth:`belongs_to`): q(u) is
+    then read at the current hyperparameters, as SVGP reads it, and any evaluation may set it.
+
+    A plain object, not a :class:`tf.Module`: its variables are scratch state of the training
+    step, not part of the model, so they are neither trainable nor written to checkpoints, which
+    therefore hold exactly SVGP's variables.
+    """
+
+    def __init__(self, model: Any):
+        self.kernel = gpflow.utilities.deepcopy(model.kernel)
+        self.inducing_variable = gpflow.utilities.deepcopy(model.inducing_variable)
+        self.mean_function = gpflow.utilities.deepcopy(model.mean_function)
+        dtype = gpflow.config.default_float()
+        M = model.inducing_variable.num_inducing
+        not_yet = np.full((M, 1), np.nan)  # equal to no q_mu: no frame yet
+        self.q_mu = tf.Variable(not_yet, dtype=dtype, trainable=False)
+        self.q_sqrt = tf.Variable(np.eye(M)[None], dtype=dtype, trainable=False)
+        self.loss = tf.Variable(np.inf, dtype=dtype, trainable=False)
+        """The full-data training loss of the evaluation that set q(u); +inf if none did."""
+
+    def _pairs(self, model: Any) -> Sequence[Tuple[tf.Variable, tf.Variable]]:
+        pairs = []
+        for copy, original in (
+            (self.kernel, model.kernel),
+            (self.inducing_variable, model.inducing_variable),
+            (self.mean_function, model.mean_function),
+        ):
+            pairs += list(zip(copy.variables, original.variables))
+        return pairs
+
+    def set(self, model: Any, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
+        """Record the model's current hyperparameters as the frame of ``(q_mu, q_sqrt)``."""
+        for copy, original in self._pairs(model):
+            copy.assign(original)
+        self.q_mu.assign(q_mu)
+        self.q_sqrt.assign(q_sqrt)
+        self.loss.assign(np.inf)
+
+    def belongs_to(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> tf.Tensor:
+        """Whether the stored q(u) is still the one the frame was recorded with."""
+        return tf.reduce_all(tf.equal(self.q_mu, q_mu)) & tf.reduce_all(
+            tf.equal(self.q_sqrt, q_sqrt)
+        )
+
+    def is_at(self, model: Any) -> tf.Tensor:
+        """Whether the model's hyperparameters are still the frame's (no optimiser moved them)."""
+        return tf.reduce_all([tf.reduce_all(tf.equal(c, o)) for c, o in self._pairs(model)])
 
 
 class SiteModel(abc.ABC):
@@ -252,17 +328,91 @@ class SiteModel(abc.ABC):
         )
 
     def store_q(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
-        """Assign ``q_mu`` and ``q_sqrt`` (in the stored frame), set at the current hyperparameters."""
+        """
+        Assign ``q_mu`` and ``q_sqrt`` (in the stored frame), set at the current hyperparameters,
+        and record them as the model's :class:`QFrame`.
+        """
         self.q_mu.assign(q_mu)  # type: ignore[attr-defined]
         self.q_sqrt.assign(q_sqrt)  # type: ignore[attr-defined]
+        self._q_frame.set(self, q_mu, q_sqrt)
+
+    def is_mini_batch(self, X: tf.Tensor) -> bool:
+        """
+        Whether the inputs X of a call are a mini-batch: fewer rows than ``num_data``, or a
+        number of rows known only when it runs (a compiled step over an iterator's batches).
+        """
+        num_data = self.num_data  # type: ignore[attr-defined]
+        if num_data is None:
+            return False
+        rows = X.shape[0]
+        return rows is None or rows < num_data
+
+    def adopt_unless_worse(self, loss: tf.Tensor, adopt: Callable[[], Any]) -> tf.Tensor:
+        """
+        ``loss``, after calling ``adopt`` (which stores the q(u) the full-data evaluation reached)
+        unless that loss is higher than the one of the evaluation that set the stored q(u): a line
+        search's wild trial point must not become the state that its next trial starts from. Any
+        evaluation adopts when q(u) was set otherwise since (:meth:`QFrame.belongs_to`).
+        """
+        frame = self._q_frame
+        keep = ~frame.belongs_to(self.q_mu, self.q_sqrt) | (loss <= frame.loss)  # type: ignore[attr-defined]
+
+        def adopted() -> tf.Tensor:
+            adopt()
+            frame.loss.assign(tf.stop_gradient(loss))
+            return tf.constant(True)
+
+        with tf.control_dependencies([tf.cond(keep, adopted, lambda: tf.constant(False))]):
+            return tf.identity(loss)
+
+    def where_factorisable(self, loss: Callable[[], tf.Tensor]) -> tf.Tensor:
+        """
+        ``loss()`` where Kmm can be factorised; else NaN, as :class:`gpflow.models.SVGP`'s loss
+        is there, with nothing stored. A line search's extreme trial point (a lengthscale of
+        10⁻¹⁵) then makes L-BFGS-B shorten its step, and an Adam step on its zero gradient
+        changes nothing.
+        """
+        nan = tf.constant(np.nan, dtype=gpflow.config.default_float())
+        return tf.cond(self.Kmm_is_factorisable(), loss, lambda: nan)
+
+    def natural_gradient_q(
+        self,
+        X: tf.Tensor,
+        Y: tf.Tensor,
+        L: tf.Tensor,
+        projection: Projection,
+        q_mu: tf.Tensor,
+        q_sqrt: tf.Tensor,
+        rho: Any,
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """
+        q(u) = (``q_mu``, ``q_sqrt``) after a natural-gradient step of size ``rho`` on the batch
+        (X, Y), whose projection by L = chol(Kmm) is given: the sites' local parameters are set
+        for the given q(u) (:meth:`local_sites`) and q(u) moves towards the batch's closed-form
+        optimum scaled by :meth:`data_scale`
+        (:func:`~gpflow_fastvi.gaussian.natural_gradient_update`). Held fixed: no gradient.
+        """
+        L = tf.stop_gradient(L)
+        m, R = whitened_q(q_mu, q_sqrt, L, self.whiten)  # type: ignore[attr-defined]
+        m, R = natural_gradient_update(
+            tf.nest.map_structure(tf.stop_gradient, projection),
+            tf.stop_gradient(self.mean_function(X)),  # type: ignore[attr-defined]
+            m,
+            R[None],
+            L,
+            True,
+            lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
+            self.data_scale(X),
+            tf.convert_to_tensor(rho, dtype=L.dtype),
+        )
+        q_mu, q_sqrt = stored_q(m, R[0], L, self.whiten)  # type: ignore[attr-defined]
+        return tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt)
 
     def natural_gradient_step(self, data: RegressionData, rho: tf.Tensor) -> tf.Tensor:
         """
-        One stochastic variational step on the batch ``data`` = (X, Y): the sites' local
-        parameters are set for the current q(u) (:meth:`local_sites`), q(u) moves by a natural-gradient
-        step of size ``rho`` towards the batch's closed-form optimum scaled by :meth:`data_scale`
-        (:func:`~gpflow_fastvi.gaussian.natural_gradient_update`), and ``q_mu``/``q_sqrt`` are
-        assigned once.
+        One stochastic variational step on the batch ``data`` = (X, Y): q(u) takes the
+        natural-gradient step of size ``rho`` of :meth:`natural_gradient_q`, and ``q_mu``/``q_sqrt``
+        are assigned once.
 
         Returns the batch's estimate of the sites' ELBO at the new q(u) (:meth:`batch_sites_elbo`),
         differentiable in the hyperparameters and computed from the same projection, so that a
@@ -273,19 +423,6 @@ class SiteModel(abc.ABC):
         X, Y = data
         L = self.Kmm_cholesky()
         projection = self.projection(X, L)
-        prior_mean = self.mean_function(X)  # type: ignore[attr-defined]
-        m, R = whitened_q(self.q_mu, self.q_sqrt, tf.stop_gradient(L), self.whiten)  # type: ignore[attr-defined]
-        m, R = natural_gradient_update(
-            tf.nest.map_structure(tf.stop_gradient, projection),
-            tf.stop_gradient(prior_mean),
-            m,
-            R[None],
-            tf.stop_gradient(L),
-            True,
-            lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
-            self.data_scale(X),
-            tf.convert_to_tensor(rho, dtype=L.dtype),
-        )
-        q_mu, q_sqrt = stored_q(m, R[0], tf.stop_gradient(L), self.whiten)  # type: ignore[attr-defined]
+        q_mu, q_sqrt = self.natural_gradient_q(X, Y, L, projection, self.q_mu, self.q_sqrt, rho)  # type: ignore[attr-defined]
         self.store_q(q_mu, q_sqrt)
         return self.batch_sites_elbo(X, Y, L, projection.A, projection.Ktilde_diag, q_mu, q_sqrt)
