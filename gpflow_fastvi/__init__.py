@@ -29,6 +29,20 @@ _PUBLIC = {
     "kmeans_inducing_points": ".inducing",
 }
 
+_SUBPACKAGES = (
+    "benchmarks",
+    "datasets",
+    "exceptions",
+    "gaussian",
+    "inducing",
+    "models",
+    "sites",
+    "training",
+    "types",
+    "validation",
+)
+"""Reachable as attributes too, ``gpflow_fastvi.training.svi_plan``, loaded on first use."""
+
 __all__ = sorted(_PUBLIC) + ["__version__"]
 
 
@@ -37,6 +51,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(import_module(_PUBLIC[name], __name__), name)
         globals()[name] = value  # later lookups skip this function
         return value
+    if name in _SUBPACKAGES:
+        return import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

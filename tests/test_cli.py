@@ -185,6 +185,21 @@ def test_the_cli_and_its_help_load_no_tensorflow() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
+def test_subpackages_are_reachable_as_attributes_of_a_fresh_import() -> None:
+    """``fv.training.svi_plan`` works whatever was imported before; unknown names still fail."""
+    code = (
+        "import gpflow_fastvi as fv\n"
+        "assert callable(fv.training.svi_plan) and fv.datasets.load_benchmark\n"
+        "try:\n"
+        "    fv.no_such_name\n"
+        "except AttributeError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise AssertionError('fv.no_such_name resolved')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
 @pytest.mark.parametrize(
     "value, expected",
     [

@@ -230,7 +230,7 @@ def test_gpflows_training_interface_takes_the_data_per_call(model_class, data):
 def test_a_mini_batch_loss_takes_the_methods_natural_gradient_step(model_class, data):
     """
     On a mini-batch, training_loss moves q(u) by the method's own natural-gradient step (ρ =
-    b / 3000) and returns the batch's estimate at the new q(u), whose gradient reaches the
+    b / 10,000) and returns the batch's estimate at the new q(u), whose gradient reaches the
     hyperparameters only: q_mu and q_sqrt are not trainable, so Adam moves θ while q(u) follows.
     """
     X, Y = (tf.constant(a) for a in data)
@@ -243,7 +243,7 @@ def test_a_mini_batch_loss_takes_the_methods_natural_gradient_step(model_class, 
         loss = model.training_loss(batch)
     gradients = tape.gradient(loss, model.trainable_variables)
     assert all(g is not None and np.all(np.isfinite(g)) for g in gradients)
-    objective = reference.natural_gradient_step(batch, 20 / fv.models.protocol.AVERAGED_POINTS)
+    objective = reference.natural_gradient_step(batch, 20 / fv.models.protocol.LOSS_AVERAGED_POINTS)
     np.testing.assert_allclose(loss, -(objective + reference.log_prior_density()), rtol=1e-10)
     np.testing.assert_allclose(model.q_mu.numpy(), reference.q_mu.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(model.q_sqrt.numpy(), reference.q_sqrt.numpy(), atol=1e-12)

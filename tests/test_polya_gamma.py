@@ -249,3 +249,23 @@ def test_fit_takes_the_full_batch_up_to_1000_points_and_mini_batches_beyond(rng)
     model = fv.PolyaGammaSVGP(kernel, gpflow.likelihoods.Bernoulli(**LOGIT), large[0][:5].copy())
     with pytest.raises(ValueError, match="Mini-batches of 1000 .* batch_size=2500"):
         fv.fit(model, large, max_iter=1)
+
+
+class NaNMean(gpflow.mean_functions.MeanFunction):
+    def __call__(self, X):
+        return tf.fill([tf.shape(X)[0], 1], tf.constant(np.nan, tf.float64))
+
+
+def test_a_full_data_loss_whose_step_cannot_be_taken_is_nan_and_stores_nothing(binary_data):
+    """
+    Where a step's natural parameters are not finite (a line search's trial point too far out;
+    here forced by a NaN in the prior mean) the loss is NaN, as SVGP's would be, and q(u) stays.
+    """
+    model = make_pg(binary_data)
+    data = tuple(tf.constant(a) for a in binary_data)
+    assert np.isfinite(model.training_loss(data))
+    q_mu, q_sqrt = model.q_mu.numpy(), model.q_sqrt.numpy()
+    model.mean_function = NaNMean()
+    assert np.isnan(model.training_loss(data))
+    np.testing.assert_array_equal(model.q_mu.numpy(), q_mu)
+    np.testing.assert_array_equal(model.q_sqrt.numpy(), q_sqrt)

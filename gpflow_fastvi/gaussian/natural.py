@@ -234,9 +234,34 @@ def q_from_natural(
     "L: [M, M]",
     "scale: []",
     "rho: []",
-    "return[0]: [M, 1]",
-    "return[1]: [1, M, M]",
+    "return.eta1: [M, 1]",
+    "return.precision: [M, M]",
 )
+def natural_gradient_parameters(
+    projection: Projection,
+    prior_mean: tf.Tensor,
+    q_mu: tf.Tensor,
+    q_sqrt: tf.Tensor,
+    L: tf.Tensor,
+    whiten: bool,
+    local_sites: LocalSites,
+    scale: tf.Tensor,
+    rho: tf.Tensor,
+) -> NaturalParameters:
+    """
+    The natural parameters of q(v) after one stochastic variational step on a batch, whatever the
+    site rule: set the sites' local parameters for the current q(u) (``local_sites``), then move
+    by a natural-gradient step of size ``rho`` towards the batch's target scaled by ``scale`` =
+    n/s. Nothing is factorised, so a caller can test them (finite?) before
+    :func:`q_from_natural` does.
+    """
+    m, R = whitened_q(q_mu, q_sqrt, L, whiten)
+    Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
+    sites = shift_sites(local_sites(Gmu + prior_mean, Fvar), prior_mean)
+    target = site_target(statistics_from_projection(projection, sites), scale)
+    return natural_step(natural_parameters(m, R), target, rho)
+
+
 def natural_gradient_update(
     projection: Projection,
     prior_mean: tf.Tensor,
@@ -249,13 +274,10 @@ def natural_gradient_update(
     rho: tf.Tensor,
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """
-    One stochastic variational step on a batch, whatever the site rule: set the sites' local
-    parameters for the current q(u) (``local_sites``), then move q(u) by a natural-gradient step of
-    size ``rho`` towards the batch's target scaled by ``scale`` = n/s. Returns the new
-    ``(q_mu, q_sqrt)`` in the frame they are stored in.
+    :func:`natural_gradient_parameters` as the new ``(q_mu, q_sqrt)`` in the frame they are
+    stored in.
     """
-    m, R = whitened_q(q_mu, q_sqrt, L, whiten)
-    Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
-    sites = shift_sites(local_sites(Gmu + prior_mean, Fvar), prior_mean)
-    target = site_target(statistics_from_projection(projection, sites), scale)
-    return q_from_natural(natural_step(natural_parameters(m, R), target, rho), L, whiten)
+    natural = natural_gradient_parameters(
+        projection, prior_mean, q_mu, q_sqrt, L, whiten, local_sites, scale, rho
+    )
+    return q_from_natural(natural, L, whiten)

@@ -63,7 +63,7 @@ from ..validation import (
     signed_labels,
     targets_for_likelihood,
 )
-from .protocol import FULL_DATA_STEPS, QFrame, SiteModel, mini_batch_step_size
+from .protocol import FULL_DATA_STEPS, QFrame, SiteModel
 
 Data = Union[Tuple[tf.Tensor, tf.Tensor], tf.data.Dataset]
 """The data of a call, as :meth:`GaussianSitesModel.training_data` returns them: ``(X, Y)``
@@ -681,17 +681,15 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         its step.
 
         On a mini-batch (fewer rows than ``num_data``) the step is instead a natural-gradient step
-        of size ρ = min(1, b / 3000) (:func:`~gpflow_fastvi.models.protocol.mini_batch_step_size`) on q(u) towards the batch's closed-form optimum, and the loss
-        is the batch's estimate of the sites' ELBO at the new q(u)
-        (:meth:`~gpflow_fastvi.models.protocol.SiteModel.natural_gradient_step`), so that an Adam
+        of size ρ = min(1, b / 10,000) on q(u) towards the batch's closed-form optimum, and the
+        loss is the batch's estimate of the sites' ELBO at the new q(u)
+        (:meth:`~gpflow_fastvi.models.protocol.SiteModel.mini_batch_loss_step`), so that an Adam
         loop over ``training_loss_closure(iter(dataset))`` trains the hyperparameters while q(u)
         follows by the method's own step.
         """
         data = self.training_data(data)
         if self._is_mini_batch(data):
-            X, _ = data
-            objective = self.natural_gradient_step(data, mini_batch_step_size(tf.shape(X)[0]))
-            return -(objective + self.log_prior_density())
+            return self.mini_batch_loss_step(data)
 
         def loss() -> tf.Tensor:
             stepped = self._stepped(data, FULL_DATA_STEPS)

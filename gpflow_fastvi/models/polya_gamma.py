@@ -11,7 +11,7 @@ from ..inducing import make_inducing_variable
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
 from ..types import Route, Sites
 from ..validation import check_logit_bernoulli, checked_signed_labels, positive_int
-from .protocol import FULL_DATA_STEPS, QFrame, SiteModel, mini_batch_step_size
+from .protocol import FULL_DATA_STEPS, QFrame, SiteModel, loss_or_nan
 
 
 class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
@@ -151,33 +151,46 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
 
         - on a mini-batch (fewer rows than ``num_data``, or rows known only when it runs: an
           Adam loop over ``training_loss_closure(iter(dataset))``), the step of
-          :class:`~gpflow_fastvi.NaturalGradientSVI` with ρ = min(1, b / 3000)
-          (:func:`~gpflow_fastvi.models.protocol.mini_batch_step_size`); the loss is the batch's
-          estimate at the new q(u);
+          :class:`~gpflow_fastvi.NaturalGradientSVI` with ρ = min(1, b / 10,000)
+          (:meth:`~gpflow_fastvi.models.protocol.SiteModel.mini_batch_loss_step`); the loss is the
+          batch's estimate at the new q(u);
         - on all the data (``gpflow.optimizers.Scipy`` on ``training_loss_closure((X, Y))``),
           three steps of size ρ = 1 (coordinate ascent in q(u) and the cᵢ), kept unless the
           loss is higher than that of the evaluation that set the stored q(u) (a line search's
-          trial point too far out); NaN where no jitter factorises Kmm, with q(u) left as it was.
+          trial point too far out); NaN where no jitter factorises Kmm or a step's natural
+          parameters are not finite, with q(u) left as it was.
 
         The loss's gradient holds q(u) fixed: ``q_mu`` and ``q_sqrt`` are not trainable (the
         steps set them).
         """
         X, Y = self.checked_data(self._require_data(data, "training_loss"))
         if self.is_mini_batch(X):
-            objective = self.natural_gradient_step((X, Y), mini_batch_step_size(tf.shape(X)[0]))
-            return -(objective + self.log_prior_density())
+            return self.mini_batch_loss_step((X, Y))
 
         def loss() -> tf.Tensor:
             L = self.Kmm_cholesky()
             projection = self.projection(X, L)
             q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
+            # The sites are read at the trial hyperparameters, which a line search may take so far
+            # out that the step's precision is not finite: the loss is then NaN, nothing stored.
+            finite = tf.constant(True)
             for _ in range(FULL_DATA_STEPS):
-                q_mu, q_sqrt = self.natural_gradient_q(X, Y, L, projection, q_mu, q_sqrt, 1.0)
-            A, Ktilde_diag = projection.A, projection.Ktilde_diag
-            elbo = self.batch_sites_elbo(X, Y, L, A, Ktilde_diag, q_mu, q_sqrt)
-            return self.adopt_unless_worse(
-                -(elbo + self.log_prior_density()), lambda: self.store_q(q_mu, q_sqrt)
-            )
+                natural = self.natural_gradient_parameters(X, Y, L, projection, q_mu, q_sqrt, 1.0)
+                finite &= tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in natural])
+                q_mu, q_sqrt = tf.cond(
+                    finite,
+                    lambda natural=natural: self.stored_q_from_natural(natural, L),
+                    lambda q=(q_mu, q_sqrt): q,
+                )
+
+            def evaluated() -> tf.Tensor:
+                A, Ktilde_diag = projection.A, projection.Ktilde_diag
+                elbo = self.batch_sites_elbo(X, Y, L, A, Ktilde_diag, q_mu, q_sqrt)
+                return self.adopt_unless_worse(
+                    -(elbo + self.log_prior_density()), lambda: self.store_q(q_mu, q_sqrt)
+                )
+
+            return loss_or_nan(finite, evaluated)
 
         return self.where_factorisable(loss)
 
