@@ -447,7 +447,11 @@ class SiteModel(abc.ABC):
     def stored_q_from_natural(
         self, natural: NaturalParameters, L: tf.Tensor
     ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """``(q_mu, q_sqrt)`` in the stored frame for q(v) with natural parameters ``natural``."""
+        """
+        ``(q_mu, q_sqrt)`` in the stored frame (through L = chol(Kmm)) for q(v) with natural
+        parameters ``natural``. Held fixed: no gradient, in either frame.
+        """
+        L = tf.stop_gradient(L)
         m, R = q_from_natural(natural, L, True)
         return stored_q(m, R[0], L, self.whiten)  # type: ignore[attr-defined]
 
@@ -463,7 +467,7 @@ class SiteModel(abc.ABC):
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         """:meth:`natural_gradient_parameters` as ``(q_mu, q_sqrt)`` in the stored frame."""
         natural = self.natural_gradient_parameters(X, Y, L, projection, q_mu, q_sqrt, rho)
-        return self.stored_q_from_natural(natural, tf.stop_gradient(L))
+        return self.stored_q_from_natural(natural, L)
 
     def natural_gradient_step(self, data: RegressionData, rho: tf.Tensor) -> tf.Tensor:
         """
