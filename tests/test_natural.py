@@ -9,7 +9,7 @@ from gpflow_fastvi.gaussian import (
     collapsed_factors,
     kl_to_prior,
     marginals,
-    natural_gradient_update,
+    natural_gradient_parameters,
     natural_parameters,
     optimal_q,
     q_from_natural,
@@ -37,6 +37,12 @@ def problem(rng, N=40, M=7, mean=0.0):
     projection = whitened_projection(kernel, iv, tf.constant(X), L)
     prior_mean = tf.fill([N, 1], tf.constant(mean, tf.float64))
     return X, Y, kernel, iv, L, projection, prior_mean
+
+
+def stepped_q(projection, prior_mean, q_mu, q_sqrt, L, whiten, *rest):
+    """The step as (q_mu, q_sqrt) in the stored frame, as a model forms it."""
+    natural = natural_gradient_parameters(projection, prior_mean, q_mu, q_sqrt, L, whiten, *rest)
+    return q_from_natural(natural, L, whiten)
 
 
 def jj_local_sites(Y):
@@ -72,7 +78,7 @@ def test_full_batch_step_with_rho_one_lands_on_the_closed_form_optimum(rng, whit
     """From any q: one ρ = 1 step on all the data = the optimal q(u) for the sites at that q."""
     X, Y, kernel, iv, L, projection, prior_mean = problem(rng, mean=mean)
     q_mu, q_sqrt = random_q(rng, 7)
-    new_mu, new_sqrt = natural_gradient_update(
+    new_mu, new_sqrt = stepped_q(
         projection, prior_mean, q_mu, q_sqrt, L, whiten, jj_local_sites(Y),
         tf.constant(1.0, tf.float64), tf.constant(1.0, tf.float64),
     )  # fmt: skip
@@ -92,8 +98,8 @@ def test_step_is_a_convex_combination_of_natural_parameters(rng, whiten):
     q_mu, q_sqrt = random_q(rng, 7)
     one = tf.constant(1.0, tf.float64)
     args = (projection, prior_mean, q_mu, q_sqrt, L, whiten, jj_local_sites(Y), one)
-    full_mu, full_sqrt = natural_gradient_update(*args, one)
-    part_mu, part_sqrt = natural_gradient_update(*args, tf.constant(0.3, tf.float64))
+    full_mu, full_sqrt = stepped_q(*args, one)
+    part_mu, part_sqrt = stepped_q(*args, tf.constant(0.3, tf.float64))
     start, full, part = (
         natural_parameters(*whitened_q(mu, sqrt, L, whiten))
         for mu, sqrt in ((q_mu, q_sqrt), (full_mu, full_sqrt), (part_mu, part_sqrt))

@@ -260,24 +260,3 @@ def natural_gradient_parameters(
     sites = shift_sites(local_sites(Gmu + prior_mean, Fvar), prior_mean)
     target = site_target(statistics_from_projection(projection, sites), scale)
     return natural_step(natural_parameters(m, R), target, rho)
-
-
-def natural_gradient_update(
-    projection: Projection,
-    prior_mean: tf.Tensor,
-    q_mu: tf.Tensor,
-    q_sqrt: tf.Tensor,
-    L: tf.Tensor,
-    whiten: bool,
-    local_sites: LocalSites,
-    scale: tf.Tensor,
-    rho: tf.Tensor,
-) -> Tuple[tf.Tensor, tf.Tensor]:
-    """
-    :func:`natural_gradient_parameters` as the new ``(q_mu, q_sqrt)`` in the frame they are
-    stored in.
-    """
-    natural = natural_gradient_parameters(
-        projection, prior_mean, q_mu, q_sqrt, L, whiten, local_sites, scale, rho
-    )
-    return q_from_natural(natural, L, whiten)

@@ -455,25 +455,11 @@ class SiteModel(abc.ABC):
         m, R = q_from_natural(natural, L, True)
         return stored_q(m, R[0], L, self.whiten)  # type: ignore[attr-defined]
 
-    def natural_gradient_q(
-        self,
-        X: tf.Tensor,
-        Y: tf.Tensor,
-        L: tf.Tensor,
-        projection: Projection,
-        q_mu: tf.Tensor,
-        q_sqrt: tf.Tensor,
-        rho: Any,
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """:meth:`natural_gradient_parameters` as ``(q_mu, q_sqrt)`` in the stored frame."""
-        natural = self.natural_gradient_parameters(X, Y, L, projection, q_mu, q_sqrt, rho)
-        return self.stored_q_from_natural(natural, L)
-
     def natural_gradient_step(self, data: RegressionData, rho: tf.Tensor) -> tf.Tensor:
         """
         One stochastic variational step on the batch ``data`` = (X, Y): q(u) takes the
-        natural-gradient step of size ``rho`` of :meth:`natural_gradient_q`, and ``q_mu``/``q_sqrt``
-        are assigned once.
+        natural-gradient step of size ``rho`` of :meth:`natural_gradient_parameters`, and
+        ``q_mu``/``q_sqrt`` are assigned once.
 
         Returns the batch's estimate of the sites' ELBO at the new q(u) (:meth:`batch_sites_elbo`),
         differentiable in the hyperparameters and computed from the same projection, so that a
@@ -484,6 +470,7 @@ class SiteModel(abc.ABC):
         X, Y = data
         L = self.Kmm_cholesky()
         projection = self.projection(X, L)
-        q_mu, q_sqrt = self.natural_gradient_q(X, Y, L, projection, self.q_mu, self.q_sqrt, rho)  # type: ignore[attr-defined]
+        natural = self.natural_gradient_parameters(X, Y, L, projection, self.q_mu, self.q_sqrt, rho)  # type: ignore[attr-defined]
+        q_mu, q_sqrt = self.stored_q_from_natural(natural, L)
         self.store_q(q_mu, q_sqrt)
         return self.batch_sites_elbo(X, Y, L, projection.A, projection.Ktilde_diag, q_mu, q_sqrt)
