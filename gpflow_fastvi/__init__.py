@@ -32,6 +32,7 @@ _PUBLIC = {
 _SUBPACKAGES = (
     "benchmarks",
     "datasets",
+    "distribution",
     "exceptions",
     "gaussian",
     "inducing",

@@ -16,6 +16,7 @@ from gpflow_fastvi.gaussian import (
     robust_cholesky,
     shift_sites,
     statistics_from_projection,
+    step_statistics,
     whitened_projection,
     whitened_q,
 )
@@ -39,9 +40,11 @@ def problem(rng, N=40, M=7, mean=0.0):
     return X, Y, kernel, iv, L, projection, prior_mean
 
 
-def stepped_q(projection, prior_mean, q_mu, q_sqrt, L, whiten, *rest):
+def stepped_q(projection, prior_mean, q_mu, q_sqrt, L, whiten, local_sites, scale, rho):
     """The step as (q_mu, q_sqrt) in the stored frame, as a model forms it."""
-    natural = natural_gradient_parameters(projection, prior_mean, q_mu, q_sqrt, L, whiten, *rest)
+    m, R = whitened_q(q_mu, q_sqrt, L, whiten)
+    stats = step_statistics(projection, prior_mean, m, R, local_sites)
+    natural = natural_gradient_parameters(m, R, stats, scale, rho)
     return q_from_natural(natural, L, whiten)
 
 

@@ -3,7 +3,7 @@ The Gaussian algebra shared by every model, ignorant of site rules: sufficient s
 the collapsed bound, the closed-form optimal q(u), all through Cholesky factors.
 """
 
-from .batching import map_over_batches, sum_over_batches, sum_over_dataset
+from .batching import map_over_batches, sum_over_batches, sum_over_dataset, sum_over_replicas
 from .cholesky import checked_cholesky, escalating_cholesky, is_factorisable, robust_cholesky
 from .collapsed import (
     CollapsedBound,
@@ -24,7 +24,9 @@ from .natural import (
     q_from_natural,
     site_target,
     sites_elbo,
+    step_statistics,
     stored_q,
+    summed_expected_sites,
     whitened_q,
 )
 from .optimal_q import optimal_marginals, optimal_q
@@ -68,9 +70,12 @@ __all__ = [
     "site_target",
     "sites_elbo",
     "statistics_from_projection",
+    "step_statistics",
     "stored_q",
     "sum_over_batches",
     "sum_over_dataset",
+    "sum_over_replicas",
+    "summed_expected_sites",
     "triangular_inverse",
     "unexplained_variance",
     "whitened_projection",

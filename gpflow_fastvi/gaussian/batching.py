@@ -3,7 +3,7 @@ Run a function over the data in batches of rows, without retracing and without h
 batch's worth of intermediate results: sums are accumulated, per-point results concatenated.
 """
 
-from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import tensorflow as tf
 
@@ -196,3 +196,132 @@ def sum_over_dataset(
 
     total = summed(*shared)
     return tf.nest.pack_sequence_as(structure[0], list(total))
+
+
+def _replica_block(tensors: Sequence[tf.Tensor], num_replicas: int) -> List[tf.Tensor]:
+    """The rows of ``tensors`` that the replica this runs in sums: its contiguous block (the
+    blocks differ in size by at most one row)."""
+    replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int64)
+    N = tf.shape(tensors[0], out_type=tf.int64)[0]
+    start = replica * N // num_replicas
+    stop = (replica + 1) * N // num_replicas
+    return [t[start:stop] for t in tensors]
+
+
+def _replica_shard(dataset: tf.data.Dataset, num_replicas: int) -> tf.data.Dataset:
+    """The batches of ``dataset`` that the replica this runs in sums: every ``num_replicas``-th,
+    from its own."""
+    replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+    return dataset.shard(num_replicas, tf.cast(replica, tf.int64))
+
+
+def _distributed_owner(variable: tf.Variable, candidates: Sequence[tf.Variable]) -> tf.Variable:
+    """The variable among ``candidates`` that ``variable`` is, or is one component of (a
+    ``tf.distribute`` variable read outside a replica reads its first component)."""
+    for candidate in candidates:
+        if candidate is variable or any(c is variable for c in getattr(candidate, "values", ())):
+            return candidate
+    return variable
+
+
+@tf.autograph.experimental.do_not_convert
+def sum_over_replicas(
+    fn: Callable[..., T],
+    data: Union[Sequence[tf.Tensor], tf.data.Dataset],
+    strategy: tf.distribute.Strategy,
+    shared: Sequence[tf.Tensor] = (),
+    variables: Sequence[tf.Variable] = (),
+    batch_size: Optional[int] = None,
+) -> T:
+    """
+    Σ over the data of ``fn(X, Y, *shared)`` (a nest of sums over rows), with every replica of
+    ``strategy`` summing its own share (:func:`sum_over_batches` in batches of ``batch_size``
+    over its block of the arrays ``data`` = (X, Y), or :func:`sum_over_dataset` over its shard of
+    the dataset ``data``) and one all-reduce of the partial sums.
+
+    The gradient follows the same split: each replica recomputes its share's vector–Jacobian
+    product, and the products are all-reduced once. Gradients reach ``shared`` and
+    ``variables``, the variables ``fn`` reads (a model's ``trainable_variables``); a replica
+    reads its own copy of a variable created in ``strategy.scope()``, and the summed gradient
+    is the gradient of that variable outside the replicas.
+
+    Called outside the replicas (``tf.distribute.in_cross_replica_context()``), as a training
+    step or a pass of :func:`gpflow_fastvi.fit` is.
+    """
+    shared = [tf.convert_to_tensor(t) for t in shared]
+    candidates = list(variables)
+    num_replicas = strategy.num_replicas_in_sync
+    structure = []  # the nest fn returns, recorded on its first call
+    # Arrays go to the replicas as arguments: captured by a replica's function instead, an eager
+    # tensor ends up among the inputs of the gradient of a tf.cond around the sum.
+    rows = () if isinstance(data, tf.data.Dataset) else tuple(tf.convert_to_tensor(t) for t in data)
+
+    def local_sum(*args: tf.Tensor) -> List[tf.Tensor]:
+        tensors, whole = args[: len(rows)], args[len(rows) :]
+        if rows:
+            result = sum_over_batches(fn, _replica_block(tensors, num_replicas), batch_size, whole)
+        else:
+            result = sum_over_dataset(fn, _replica_shard(data, num_replicas), whole)
+        if not structure:
+            structure.append(result)
+        return tf.nest.flatten(result)
+
+    @tf.custom_gradient
+    def summed(*whole: tf.Tensor):  # type: ignore[no-untyped-def]
+        # Read the variables here, outside the replicas, so that the gradient function is handed
+        # them: reads inside the replicas are of per-replica copies no outer tape knows.
+        for variable in candidates:
+            tf.convert_to_tensor(variable)
+        total = _all_reduced_sum(strategy, local_sum, (*rows, *whole))
+
+        def gradient(*upstream: tf.Tensor, variables: Sequence[tf.Variable] = ()):  # type: ignore[no-untyped-def]
+            owners = [_distributed_owner(v, candidates) for v in variables or ()]
+            if not whole and not owners:
+                return [], []
+
+            def local_vjp(*args: tf.Tensor) -> List[tf.Tensor]:
+                upstream, tensors = args[: len(total)], args[len(total) : len(total) + len(rows)]
+                whole = args[len(total) + len(rows) :]
+                with tf.GradientTape() as tape:
+                    tape.watch(whole)
+                    parts = local_sum(*tensors, *whole)
+                    inner = tf.add_n([tf.reduce_sum(u * p) for u, p in zip(upstream, parts)])
+                return tape.gradient(
+                    inner, list(whole) + owners, unconnected_gradients=tf.UnconnectedGradients.ZERO
+                )
+
+            grads = _all_reduced_sum(strategy, local_vjp, (*upstream, *rows, *whole))
+            return grads[: len(whole)], grads[len(whole) :]
+
+        return total, gradient
+
+    total = summed(*shared)
+    return tf.nest.pack_sequence_as(structure[0], list(total))
+
+
+def _all_reduced_sum(
+    strategy: tf.distribute.Strategy,
+    local: Callable[..., List[tf.Tensor]],
+    args: Sequence[tf.Tensor],
+) -> List[tf.Tensor]:
+    """
+    Σ over the replicas of ``local(*args)`` (a list of tensors of fixed shapes), by one all-reduce
+    of one vector: each replica flattens its tensors into one, and the sum is cut back into them.
+    """
+    shapes: List[tf.TensorShape] = []
+
+    def packed(*args: tf.Tensor) -> tf.Tensor:
+        parts = local(*args)
+        shapes[:] = [p.shape for p in parts]
+        if not all(shape.is_fully_defined() for shape in shapes):
+            raise ValueError(
+                "A sum over replicas needs results of fixed shapes; got shapes "
+                f"{[shape.as_list() for shape in shapes]}."
+            )
+        return tf.concat([tf.reshape(p, [-1]) for p in parts], axis=0)
+
+    total = strategy.reduce(
+        tf.distribute.ReduceOp.SUM, strategy.run(packed, args=tuple(args)), axis=None
+    )
+    pieces = tf.split(total, [shape.num_elements() for shape in shapes])
+    return [tf.reshape(piece, shape) for piece, shape in zip(pieces, shapes)]

@@ -141,35 +141,41 @@ LocalSites = Callable[[tf.Tensor, tf.Tensor], Sites]
 
 
 @check_shapes(
-    "A: [M, N]",
-    "Ktilde_diag: [N]",
+    "projection.A: [M, N]",
+    "projection.Ktilde_diag: [N]",
     "prior_mean: [N, 1]",
     "m: [M, 1]",
     "R: [M, M]",
-    "scale: []",
     "return: []",
 )
-def sites_elbo(
-    A: tf.Tensor,
-    Ktilde_diag: tf.Tensor,
+def summed_expected_sites(
+    projection: Projection,
     prior_mean: tf.Tensor,
     m: tf.Tensor,
     R: tf.Tensor,
     local_sites: LocalSites,
-    scale: tf.Tensor,
 ) -> tf.Tensor:
     """
-    The ELBO of Gaussian sites at q(v) = N(m, R Rᵀ), from a batch scaled by ``scale`` = n/s:
+    Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] over the points of ``projection`` under q(v) = N(m, R Rᵀ), with
+    f = μ(x) + g and the sites' local parameters set by ``local_sites`` from the marginals: the
+    part of :func:`sites_elbo` that is a sum over points.
+    """
+    Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
+    Fmu = Gmu + prior_mean
+    return tf.reduce_sum(expected_sites(local_sites(Fmu, Fvar), Fmu, Fvar))
 
-        scale · Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL[q(u) ‖ p(u)],
 
-    with f = μ(x) + g and the sites' local parameters set by ``local_sites`` from the marginals.
+@check_shapes("expected: []", "m: [M, 1]", "R: [M, M]", "scale: []", "return: []")
+def sites_elbo(expected: tf.Tensor, m: tf.Tensor, R: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
+    """
+    The ELBO of Gaussian sites at q(v) = N(m, R Rᵀ) from a batch's ``expected`` sites
+    (:func:`summed_expected_sites`) scaled by ``scale`` = n/s:
+
+        scale · Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL[q(u) ‖ p(u)].
+
     Unbiased over random batches; at the full batch, the optimal q and optimal local parameters it
     is the collapsed bound.
     """
-    Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
-    Fmu = Gmu + prior_mean
-    expected = tf.reduce_sum(expected_sites(local_sites(Fmu, Fvar), Fmu, Fvar))
     return scale * expected - kl_to_prior(m, R)
 
 
@@ -229,34 +235,46 @@ def q_from_natural(
     "projection.A: [M, N]",
     "projection.Ktilde_diag: [N]",
     "prior_mean: [N, 1]",
-    "q_mu: [M, 1]",
-    "q_sqrt: [1, M, M]",
-    "L: [M, M]",
+    "m: [M, 1]",
+    "R: [M, M]",
+    "return.AWAt: [M, M]",
+    "return.Ab: [M, 1]",
+)
+def step_statistics(
+    projection: Projection,
+    prior_mean: tf.Tensor,
+    m: tf.Tensor,
+    R: tf.Tensor,
+    local_sites: LocalSites,
+) -> SiteStatistics:
+    """
+    The statistics of the sites that a natural-gradient step from q(v) = N(m, R Rᵀ) moves
+    towards, on the points of ``projection``: the sites' local parameters set for the marginals
+    of q (``local_sites``), moved onto the zero-mean process g. The part of the step that is a
+    sum over points; :func:`natural_gradient_parameters` takes it from there.
+    """
+    Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
+    sites = shift_sites(local_sites(Gmu + prior_mean, Fvar), prior_mean)
+    return statistics_from_projection(projection, sites)
+
+
+@check_shapes(
+    "m: [M, 1]",
+    "R: [M, M]",
+    "stats.AWAt: [M, M]",
+    "stats.Ab: [M, 1]",
     "scale: []",
     "rho: []",
     "return.eta1: [M, 1]",
     "return.precision: [M, M]",
 )
 def natural_gradient_parameters(
-    projection: Projection,
-    prior_mean: tf.Tensor,
-    q_mu: tf.Tensor,
-    q_sqrt: tf.Tensor,
-    L: tf.Tensor,
-    whiten: bool,
-    local_sites: LocalSites,
-    scale: tf.Tensor,
-    rho: tf.Tensor,
+    m: tf.Tensor, R: tf.Tensor, stats: SiteStatistics, scale: tf.Tensor, rho: tf.Tensor
 ) -> NaturalParameters:
     """
-    The natural parameters of q(v) after one stochastic variational step on a batch, whatever the
-    site rule: set the sites' local parameters for the current q(u) (``local_sites``), then move
-    by a natural-gradient step of size ``rho`` towards the batch's target scaled by ``scale`` =
-    n/s. Nothing is factorised, so a caller can test them (finite?) before
-    :func:`q_from_natural` does.
+    The natural parameters of q(v) after one stochastic variational step of size ``rho`` from
+    q(v) = N(m, R Rᵀ) towards the target of a batch's :func:`step_statistics` scaled by ``scale``
+    = n/s, whatever the site rule. Nothing is factorised, so a caller can test them (finite?)
+    before :func:`q_from_natural` does.
     """
-    m, R = whitened_q(q_mu, q_sqrt, L, whiten)
-    Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
-    sites = shift_sites(local_sites(Gmu + prior_mean, Fvar), prior_mean)
-    target = site_target(statistics_from_projection(projection, sites), scale)
-    return natural_step(natural_parameters(m, R), target, rho)
+    return natural_step(natural_parameters(m, R), site_target(stats, scale), rho)

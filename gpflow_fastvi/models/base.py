@@ -32,6 +32,7 @@ from gpflow.models import GPModel
 from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from gpflow.utilities import triangular
 
+from ..distribution import StrategyRef, set_trainable, strategy_in_scope
 from ..exceptions import IncompatibleLikelihoodError
 from ..gaussian import (
     CollapsedBound,
@@ -48,6 +49,7 @@ from ..gaussian import (
     stored_q,
     sum_over_batches,
     sum_over_dataset,
+    sum_over_replicas,
     whitened_projection,
     whitened_q,
 )
@@ -221,7 +223,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         self.data = None if X is None else gpflow.models.util.data_input_to_tensor((X, Y))
         self.num_data = num_data
         self.inducing_variable = inducing_variable
-        gpflow.set_trainable(self.inducing_variable, train_inducing)
+        set_trainable(self.inducing_variable, train_inducing)
         self.whiten = whiten
         self.batch_size = batch_size
         M = self.inducing_variable.num_inducing
@@ -236,6 +238,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             trainable=False,
         )
         self._q_frame = QFrame(self)
+        self._built_in_strategy = StrategyRef(strategy_in_scope())
 
     def _inducing_variable(
         self, inducing_variable: Optional[InducingSpec], X: Optional[np.ndarray], seed: int
@@ -327,10 +330,31 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
     def _sum_over_data(
         self, fn: Callable[..., Any], data: Data, shared: Sequence[tf.Tensor] = ()
     ) -> Any:
-        """Σ of ``fn(X, Y, *shared)`` over the data: in batches of :attr:`batch_size`, or streamed."""
+        """
+        Σ of ``fn(*rows, *shared)`` over the data (arrays whose rows go together, or a stream of
+        (X, Y) batches): in batches of :attr:`batch_size`, streamed, or with each replica of
+        :meth:`pass_strategy` summing its own share and one all-reduce.
+        """
+        strategy = self.pass_strategy()
+        if strategy is not None:
+            return sum_over_replicas(
+                fn, data, strategy, shared, self.trainable_variables, self.batch_size
+            )
         if isinstance(data, tf.data.Dataset):
             return sum_over_dataset(fn, data, shared)
         return sum_over_batches(fn, data, self.batch_size, shared)
+
+    def projects_all_at_once(self, data: Data) -> bool:
+        """
+        Whether a step projects all the data at once and keeps the projection for its passes:
+        the data as arrays, no :attr:`batch_size`, and no :attr:`distribute_strategy` sharing
+        the passes among replicas (each of which projects its own rows).
+        """
+        return (
+            self.batch_size is None
+            and not isinstance(data, tf.data.Dataset)
+            and self.pass_strategy() is None
+        )
 
     def _arrays(self, data: Data, what: str) -> Tuple[tf.Tensor, tf.Tensor]:
         """The data as (X, Y) tensors, or an error for a dataset where ``what`` needs arrays."""
@@ -469,11 +493,11 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         """
         num_updates = positive_int(num_updates, "num_updates")
         L = self.Kmm_cholesky()
-        in_memory = self.batch_size is None and not isinstance(data, tf.data.Dataset)
+        in_memory = self.projects_all_at_once(data)
         if site_parameters is not None and not in_memory:
             raise ValueError(
                 "stepped_sites(site_parameters=...) holds one value per point: it needs the data "
-                "as arrays (X, Y) and batch_size=None."
+                "as arrays (X, Y), batch_size=None and no tf.distribute strategy."
             )
         projection = self.projection(data[0], L) if in_memory else None
         q = None  # the first pass reads the stored q(u)
@@ -576,7 +600,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             *params, L = rest
             return self._site_statistics(X, Y, self.projection(X, L), self.site_rule, params)
 
-        return sum_over_batches(batch_statistics, (X, Y, *site_parameters), self.batch_size, (L,))
+        return self._sum_over_data(batch_statistics, (X, Y, *site_parameters), (L,))
 
     def collapsed_bound(
         self,
@@ -658,7 +682,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             expectation = self._sum_over_data(batch_expectation, data, (L, m, R))
         else:
             tensors = (*self._arrays(data, "site_parameters"), *site_parameters)
-            expectation = sum_over_batches(batch_expectation, tensors, self.batch_size, (L, m, R))
+            expectation = self._sum_over_data(batch_expectation, tensors, (L, m, R))
         return expectation - kl_to_prior(m, R)
 
     # ----------------------------------------------------------------------------------------------

@@ -6,12 +6,13 @@ import gpflow
 import tensorflow as tf
 from gpflow.base import RegressionData
 
+from ..distribution import StrategyRef, set_trainable, strategy_in_scope
 from ..exceptions import IncompatibleLikelihoodError
 from ..inducing import make_inducing_variable
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
 from ..types import Route, Sites
 from ..validation import check_logit_bernoulli, checked_signed_labels, positive_int
-from .protocol import FULL_DATA_STEPS, QFrame, SiteModel, loss_or_nan
+from .protocol import FULL_DATA_STEPS, QFrame, SiteModel
 
 
 class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
@@ -108,11 +109,12 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
             whiten=whiten,
             num_data=num_data,
         )
-        gpflow.set_trainable(self.inducing_variable, train_inducing)
+        set_trainable(self.inducing_variable, train_inducing)
         # q(u) is set by the method's closed-form steps (training_loss, fit), never by gradients.
-        gpflow.set_trainable(self.q_mu, False)
-        gpflow.set_trainable(self.q_sqrt, False)
+        set_trainable(self.q_mu, False)
+        set_trainable(self.q_sqrt, False)
         self._q_frame = QFrame(self)
+        self._built_in_strategy = StrategyRef(strategy_in_scope())
 
     # ----------------------------------------------------------------------------------------------
     # The site rule: Pólya-Gamma sites with c optimal for the current q(f).
@@ -128,9 +130,7 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
         checked as the other models check theirs (:meth:`checked_data`).
         """
         X, Y = self.checked_data(data)
-        L = self.Kmm_cholesky()
-        A, Ktilde_diag, *_ = self.projection(X, L)
-        return self.batch_sites_elbo(X, Y, L, A, Ktilde_diag, self.q_mu, self.q_sqrt)
+        return self.batch_sites_elbo(X, Y, self.Kmm_cholesky(), self.q_mu, self.q_sqrt)
 
     # ----------------------------------------------------------------------------------------------
     # The rest of the protocol.
@@ -169,13 +169,14 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
 
         def loss() -> tf.Tensor:
             L = self.Kmm_cholesky()
-            projection = self.projection(X, L)
+            # On one device the data are projected once for every pass (:meth:`sum_over_rows`).
+            projection = None if self.pass_strategy() else self.projection(X, L)
             q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
             # The sites are read at the trial hyperparameters, which a line search may take so far
             # out that the step's precision is not finite: the loss is then NaN, nothing stored.
             finite = tf.constant(True)
             for _ in range(FULL_DATA_STEPS):
-                natural = self.natural_gradient_parameters(X, Y, L, projection, q_mu, q_sqrt, 1.0)
+                natural = self.natural_gradient_parameters(X, Y, L, q_mu, q_sqrt, 1.0, projection)
                 finite &= tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in natural])
                 q_mu, q_sqrt = tf.cond(
                     finite,
@@ -184,13 +185,12 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
                 )
 
             def evaluated() -> tf.Tensor:
-                A, Ktilde_diag = projection.A, projection.Ktilde_diag
-                elbo = self.batch_sites_elbo(X, Y, L, A, Ktilde_diag, q_mu, q_sqrt)
+                elbo = self.batch_sites_elbo(X, Y, L, q_mu, q_sqrt, projection)
                 return self.adopt_unless_worse(
                     -(elbo + self.log_prior_density()), lambda: self.store_q(q_mu, q_sqrt)
                 )
 
-            return loss_or_nan(finite, evaluated)
+            return self.loss_or_nan(finite, evaluated)
 
         return self.where_factorisable(loss)
 

@@ -23,14 +23,16 @@ Training code (:mod:`gpflow_fastvi.training`) drives a model through these membe
 """
 
 import abc
+import contextlib
 import warnings
-from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
 import tensorflow as tf
 from gpflow.base import InputData, MeanAndVariance, RegressionData
 
+from ..distribution import StrategyRef, in_replica, strategy_in_scope
 from ..gaussian import (
     NaturalParameters,
     Projection,
@@ -41,7 +43,10 @@ from ..gaussian import (
     natural_gradient_parameters,
     q_from_natural,
     sites_elbo,
+    step_statistics,
     stored_q,
+    sum_over_replicas,
+    summed_expected_sites,
     whitened_projection,
     whitened_q,
 )
@@ -84,16 +89,6 @@ The closed-form steps on q(u) that one evaluation of a model's ``training_loss``
 takes (each a pass over the data), from the stored q(u): the evaluations of the persistent route
 (``n_upd``), which were measured there (:mod:`gpflow_fastvi.training.persistent`).
 """
-
-
-def loss_or_nan(ok: tf.Tensor, loss: Callable[[], tf.Tensor]) -> tf.Tensor:
-    """
-    ``loss()`` where the boolean tensor ``ok`` holds, else NaN without evaluating it (nothing it
-    would store is stored): what a full-data ``training_loss`` returns at a trial point where its
-    step cannot be taken, so that L-BFGS-B shortens its step.
-    """
-    nan = tf.constant(np.nan, dtype=gpflow.config.default_float())
-    return tf.cond(ok, loss, lambda: nan)
 
 
 def mini_batch_step_size(batch_size: Any, averaged_points: int = AVERAGED_POINTS) -> Any:
@@ -332,25 +327,115 @@ class SiteModel(abc.ABC):
         X: tf.Tensor,
         Y: tf.Tensor,
         L: tf.Tensor,
-        A: tf.Tensor,
-        Ktilde_diag: tf.Tensor,
         q_mu: tf.Tensor,
         q_sqrt: tf.Tensor,
+        projection: Optional[Projection] = None,
     ) -> tf.Tensor:
         """
-        The ELBO of the sites at q(u) = (``q_mu``, ``q_sqrt``) estimated from the batch (X, Y),
-        whose projection A = L⁻¹ Kmn is given: data_scale · Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL,
-        with each site's local parameters optimal for the marginals (:func:`sites_elbo`).
+        The ELBO of the sites at q(u) = (``q_mu``, ``q_sqrt``) estimated from the batch (X, Y):
+        data_scale · Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL, with each site's local parameters
+        optimal for the marginals (:func:`~gpflow_fastvi.gaussian.sites_elbo`). The sum is taken
+        by :meth:`sum_over_rows` (the batch's ``projection`` by L = chol(Kmm) saves projecting
+        it again, where one device makes the pass).
         """
         m, R = whitened_q(q_mu, q_sqrt, L, self.whiten)  # type: ignore[attr-defined]
-        return sites_elbo(
-            A,
-            Ktilde_diag,
-            self.mean_function(X),  # type: ignore[attr-defined]
-            m,
-            R,
-            lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
-            self.data_scale(X),
+
+        def expected(X: tf.Tensor, Y: tf.Tensor, projection: Projection, m, R):  # type: ignore[no-untyped-def]
+            return summed_expected_sites(
+                projection,
+                self.mean_function(X),  # type: ignore[attr-defined]
+                m,
+                R,
+                lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
+            )
+
+        total = self.sum_over_rows(expected, X, Y, L, (m, R), projection)
+        return sites_elbo(total, m, R, self.data_scale(X))
+
+    # ----------------------------------------------------------------------------------------------
+    # Several devices: tf.distribute.
+
+    @property
+    def distribute_strategy(self) -> Optional[tf.distribute.Strategy]:
+        """
+        The :mod:`tf.distribute` strategy whose replicas share this model's passes over the data:
+        that of the enclosing ``strategy.scope()``, else the one the model was built in, else
+        ``None`` (one device). See :mod:`gpflow_fastvi.distribution`.
+        """
+        in_scope = strategy_in_scope()
+        if in_scope is not None:
+            return in_scope
+        for ref in (self._strategy_for_now, self._built_in_strategy):
+            if ref.strategy is not None:
+                return ref.strategy
+        return None
+
+    _built_in_strategy = StrategyRef(None)  # set by a constructor called in a scope
+    _strategy_for_now = StrategyRef(None)  # set by distributed_by
+
+    @contextlib.contextmanager
+    def distributed_by(self, strategy: Optional[tf.distribute.Strategy]) -> Iterator[None]:
+        """
+        Within this context the model's passes are shared among the replicas of ``strategy``
+        (:func:`gpflow_fastvi.fit`'s ``strategy=``); ``None`` changes nothing. A model built in
+        the scope of another strategy, whose replicas hold its variables, refuses.
+        """
+        built_in = self._built_in_strategy.strategy
+        if strategy is not None and built_in is not None and built_in is not strategy:
+            raise ValueError(
+                f"This {type(self).__name__} was built in the scope of another tf.distribute "
+                "strategy, whose replicas hold its variables: use that one, or build the model "
+                "in this strategy's scope."
+            )
+        previous = self._strategy_for_now
+        if strategy is not None:
+            self._strategy_for_now = StrategyRef(strategy)
+        try:
+            yield
+        finally:
+            self._strategy_for_now = previous
+
+    def pass_strategy(self) -> Optional[tf.distribute.Strategy]:
+        """
+        The strategy whose replicas share a pass over the data made now: :attr:`distribute_strategy`
+        when the call is made outside the replicas, ``None`` inside ``strategy.run`` (a replica's
+        own step sums the data it was given).
+        """
+        if in_replica():
+            return None
+        return self.distribute_strategy
+
+    def sum_over_rows(
+        self,
+        per_rows: Callable[..., Any],
+        X: tf.Tensor,
+        Y: tf.Tensor,
+        L: tf.Tensor,
+        shared: Sequence[tf.Tensor] = (),
+        projection: Optional[Projection] = None,
+    ) -> Any:
+        """
+        ``per_rows(X, Y, projection, *shared)``, a nest of sums over the rows of (X, Y) whose
+        projection by L = chol(Kmm) it reads: at once on one device (with ``projection`` when it
+        is given), or with each replica of :meth:`pass_strategy` projecting and summing its own
+        block of rows and one all-reduce (:func:`~gpflow_fastvi.gaussian.sum_over_replicas`).
+        Gradients reach L, ``shared`` and the trainable variables either way.
+        """
+        strategy = self.pass_strategy()
+        if strategy is None:
+            if projection is None:
+                projection = self.projection(X, L)
+            return per_rows(X, Y, projection, *shared)
+
+        def replica_rows(X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, *shared: tf.Tensor) -> Any:
+            return per_rows(X, Y, self.projection(X, L), *shared)
+
+        return sum_over_replicas(
+            replica_rows,
+            (X, Y),
+            strategy,
+            (L, *shared),
+            self.trainable_variables,  # type: ignore[attr-defined]
         )
 
     def store_q(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
@@ -403,44 +488,66 @@ class SiteModel(abc.ABC):
         with tf.control_dependencies([tf.cond(keep, adopted, lambda: tf.constant(False))]):
             return tf.identity(loss)
 
+    def loss_or_nan(self, ok: tf.Tensor, loss: Callable[[], tf.Tensor]) -> tf.Tensor:
+        """
+        ``loss()`` where the boolean tensor ``ok`` holds, else NaN without evaluating it (nothing
+        it would store is stored): what a full-data ``training_loss`` returns at a trial point
+        where its step cannot be taken, so that L-BFGS-B shortens its step.
+
+        When a strategy's replicas share the passes (:meth:`pass_strategy`), ``loss()`` is
+        evaluated as it is, and fails where it cannot be taken: TensorFlow cannot differentiate
+        a ``tf.cond`` around them (the gradient of the branch captures the replicas' variables
+        from outside the function). :func:`~gpflow_fastvi.fit` takes such a failure at a trial
+        point as an infinite loss.
+        """
+        if self.pass_strategy() is not None:
+            return loss()
+        nan = tf.constant(np.nan, dtype=gpflow.config.default_float())
+        return tf.cond(ok, loss, lambda: nan)
+
     def where_factorisable(self, loss: Callable[[], tf.Tensor]) -> tf.Tensor:
         """
         ``loss()`` where Kmm can be factorised; else NaN, as :class:`gpflow.models.SVGP`'s loss
-        is there, with nothing stored (:func:`loss_or_nan`). A line search's extreme trial point (a
+        is there, with nothing stored (:meth:`loss_or_nan`). A line search's extreme trial point (a
         lengthscale of 10⁻¹⁵) then makes L-BFGS-B shorten its step, and an Adam step on its zero
         gradient changes nothing.
         """
-        return loss_or_nan(self.Kmm_is_factorisable(), loss)
+        return self.loss_or_nan(self.Kmm_is_factorisable(), loss)
 
     def natural_gradient_parameters(
         self,
         X: tf.Tensor,
         Y: tf.Tensor,
         L: tf.Tensor,
-        projection: Projection,
         q_mu: tf.Tensor,
         q_sqrt: tf.Tensor,
         rho: Any,
+        projection: Optional[Projection] = None,
     ) -> NaturalParameters:
         """
         The natural parameters of q(v) (whitened by L = chol(Kmm)) after a natural-gradient step
-        of size ``rho`` from q(u) = (``q_mu``, ``q_sqrt``) on the batch (X, Y), whose projection by
-        L is given: the sites' local parameters are set for the given q(u) (:meth:`local_sites`)
-        and q(v) moves towards the batch's closed-form optimum scaled by :meth:`data_scale`
+        of size ``rho`` from q(u) = (``q_mu``, ``q_sqrt``) on the batch (X, Y): the sites' local
+        parameters are set for the given q(u) (:meth:`local_sites`), their statistics summed by
+        :meth:`sum_over_rows` (from the batch's ``projection`` when given), and q(v) moves towards
+        the batch's closed-form optimum scaled by :meth:`data_scale`
         (:func:`~gpflow_fastvi.gaussian.natural_gradient_parameters`). Held fixed: no gradient.
         """
         L = tf.stop_gradient(L)
         m, R = whitened_q(q_mu, q_sqrt, L, self.whiten)  # type: ignore[attr-defined]
+        m, R = tf.stop_gradient(m), tf.stop_gradient(R)
+
+        def statistics(X: tf.Tensor, Y: tf.Tensor, projection: Projection, m, R):  # type: ignore[no-untyped-def]
+            return step_statistics(
+                tf.nest.map_structure(tf.stop_gradient, projection),
+                tf.stop_gradient(self.mean_function(X)),  # type: ignore[attr-defined]
+                m,
+                R,
+                lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
+            )
+
+        stats = self.sum_over_rows(statistics, X, Y, L, (m, R), projection)
         natural = natural_gradient_parameters(
-            tf.nest.map_structure(tf.stop_gradient, projection),
-            tf.stop_gradient(self.mean_function(X)),  # type: ignore[attr-defined]
-            m,
-            R[None],
-            L,
-            True,
-            lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
-            self.data_scale(X),
-            tf.convert_to_tensor(rho, dtype=L.dtype),
+            m, R, stats, self.data_scale(X), tf.convert_to_tensor(rho, dtype=L.dtype)
         )
         return tf.nest.map_structure(tf.stop_gradient, natural)
 
@@ -462,15 +569,19 @@ class SiteModel(abc.ABC):
         ``q_mu``/``q_sqrt`` are assigned once.
 
         Returns the batch's estimate of the sites' ELBO at the new q(u) (:meth:`batch_sites_elbo`),
-        differentiable in the hyperparameters and computed from the same projection, so that a
+        differentiable in the hyperparameters and (on one device) computed from the same
+        projection, so that a
         caller can take its hyperparameter step at no extra cost (as
         :class:`~gpflow_fastvi.NaturalGradientSVI` does). With the full batch and ρ = 1 the step
         lands on the closed-form optimum from any start.
         """
         X, Y = data
         L = self.Kmm_cholesky()
-        projection = self.projection(X, L)
-        natural = self.natural_gradient_parameters(X, Y, L, projection, self.q_mu, self.q_sqrt, rho)  # type: ignore[attr-defined]
+        # One device projects the batch once for both sums; a strategy's replicas project their
+        # own rows in each pass (the step's sum must be all-reduced before the ELBO's can start).
+        projection = None if self.pass_strategy() else self.projection(X, L)
+        q_mu, q_sqrt = self.q_mu, self.q_sqrt  # type: ignore[attr-defined]
+        natural = self.natural_gradient_parameters(X, Y, L, q_mu, q_sqrt, rho, projection)
         q_mu, q_sqrt = self.stored_q_from_natural(natural, L)
         self.store_q(q_mu, q_sqrt)
-        return self.batch_sites_elbo(X, Y, L, projection.A, projection.Ktilde_diag, q_mu, q_sqrt)
+        return self.batch_sites_elbo(X, Y, L, q_mu, q_sqrt, projection)

@@ -21,6 +21,7 @@ import tensorflow as tf
 from tqdm import TqdmWarning
 from tqdm.auto import tqdm
 
+from ..distribution import apply_trainable_flags, check_strategy
 from ..exceptions import CholeskyError
 from ..models import SiteModel
 from ..validation import (
@@ -92,6 +93,7 @@ def fit(
     progress: bool = False,
     validation: Any = None,
     validation_patience: int = 10,
+    strategy: Optional[tf.distribute.Strategy] = None,
     **options: Any,
 ) -> Trace:
     """
@@ -130,6 +132,15 @@ def fit(
         SVGP ELBO itself can keep rising along hyperparameters that predict worse.
     :param validation_patience: iterations without improvement of ``validation_nll`` that stop
         the run.
+    :param strategy: a :mod:`tf.distribute` strategy whose replicas share every pass over the
+        data, each summing its own share, with one all-reduce per pass
+        (:mod:`gpflow_fastvi.distribution`). By default the model's
+        :attr:`~gpflow_fastvi.models.protocol.SiteModel.distribute_strategy`: that of the
+        enclosing ``strategy.scope()``, else the one the model was built in, if any. A model
+        built in another strategy's scope is refused; one built outside every scope keeps its
+        variables on the host and its passes are shared all the same. Flags that
+        :func:`gpflow.set_trainable` set on variables created in a scope are applied first
+        (:func:`~gpflow_fastvi.distribution.apply_trainable_flags`).
 
     **Failures.** After every outer iteration the model's variables (hyperparameters and q(u))
     are copied. If a later iteration fails (a Cholesky factorisation that escalating jitter could
@@ -173,18 +184,20 @@ def fit(
             model, validation, positive_int(validation_patience, "validation_patience")
         )
     )
-    plan = DRIVERS[route.driver](model, data, **route.settings, **{**route.options, **options})
-    return run_plan(
-        plan,
-        model,
-        method=route_name,
-        max_iter=max_iter,
-        tol=tol,
-        time_budget=time_budget,
-        callback=callback,
-        progress=progress,
-        validation=early_stop,
-    )
+    with model.distributed_by(check_strategy(strategy)):
+        apply_trainable_flags(model)
+        plan = DRIVERS[route.driver](model, data, **route.settings, **{**route.options, **options})
+        return run_plan(
+            plan,
+            model,
+            method=route_name,
+            max_iter=max_iter,
+            tol=tol,
+            time_budget=time_budget,
+            callback=callback,
+            progress=progress,
+            validation=early_stop,
+        )
 
 
 class ValidationStop:

@@ -93,10 +93,11 @@ def persistent_plan(
     variables = list(model.trainable_variables)
     # With the data in memory, the run keeps the local parameters of the last accepted sites (the
     # model keeps none): a trial θ then starts from them rather than reading them off q(u) where
-    # it was set, which costs a second projection of the data. A stream reads them again.
-    in_memory = model.batch_size is None and not isinstance(data, tf.data.Dataset)
+    # it was set, which costs a second projection of the data. A stream, or a strategy's
+    # replicas (each projecting its own rows), read them again.
+    in_memory = model.projects_all_at_once(data)
     # The starting q(u) is read at the starting θ until the first iterate is accepted, whichever θ
-    # L-BFGS-B tries (its frame, models.base._QFrame), in memory as streamed.
+    # L-BFGS-B tries (its frame, models.protocol.QFrame), in memory as streamed.
     model.store_q(tf.convert_to_tensor(model.q_mu), tf.convert_to_tensor(model.q_sqrt))
     accepted_sites = (
         [tf.Variable(p, trainable=False) for p in model.site_parameters(data)]

@@ -15,6 +15,7 @@ import scipy.optimize
 import tensorflow as tf
 from gpflow.base import RegressionData
 
+from ..distribution import gradients_outside_replicas, watch_outside_replicas
 from ..models import GaussianSitesModel
 from ..validation import positive_int
 
@@ -85,11 +86,9 @@ class LBFGSStage:
         def loss_and_gradient(x: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, Any]:
             Scipy.assign_tensors(self.variables, Scipy.unpack_tensors(self.variables, x))
             with tf.GradientTape(watch_accessed_variables=False) as tape:
-                tape.watch(self.variables)
+                watch_outside_replicas(tape, self.variables)
                 value, aux = loss() if has_aux else (loss(), ())
-            gradients = tape.gradient(
-                value, self.variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
-            )
+            gradients = gradients_outside_replicas(tape, value, self.variables)
             return value, Scipy.pack_tensors(gradients), aux
 
         def evaluate(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:

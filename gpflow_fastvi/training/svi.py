@@ -21,6 +21,12 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 
+from ..distribution import (
+    apply_gradients_outside_replicas,
+    gradients_outside_replicas,
+    scope_of,
+    watch_outside_replicas,
+)
 from ..exceptions import InvalidDataError
 from ..models import SiteModel
 from ..models.protocol import AVERAGED_POINTS, mini_batch_step_size
@@ -109,7 +115,8 @@ class NaturalGradientSVI:
     :param step_size: ρ for q(u): a constant in (0, 1] or a schedule t ↦ ρₜ; default
         :class:`RobbinsMonro`. With the full batch, ρ = 1 is exact coordinate ascent.
     :param learning_rate: Adam's learning rate for the hyperparameters.
-    :param optimizer: a Keras optimiser to use instead of Adam (``gpflow.keras.tf_keras``).
+    :param optimizer: a Keras optimiser to use instead of Adam (``gpflow.keras.tf_keras``); for
+        a model built in a :mod:`tf.distribute` strategy's scope, made in that scope too.
     """
 
     def __init__(
@@ -128,15 +135,18 @@ class NaturalGradientSVI:
         self.model = model
         self.rho = _step_size_function(RobbinsMonro() if step_size is None else step_size)
         """The step-size schedule as used: ``rho(t)`` is ρₜ, a float64 tensor, for step t = 0, 1, ..."""
-        self.optimizer = optimizer or gpflow.keras.tf_keras.optimizers.Adam(learning_rate)
         q_ids = {id(model.q_mu.unconstrained_variable), id(model.q_sqrt.unconstrained_variable)}
         self.variables: List[tf.Variable] = [
             v for v in model.trainable_variables if id(v) not in q_ids
         ]
-        if self.variables and hasattr(self.optimizer, "build"):
-            # Create Adam's slots now: variables created inside the first trace make TensorFlow
-            # trace the step a second time.
-            self.optimizer.build(self.variables)
+        # Keras keeps the slots of variables created in a strategy's scope only when the
+        # optimiser is made and built in that scope too.
+        with scope_of(self.variables):
+            self.optimizer = optimizer or gpflow.keras.tf_keras.optimizers.Adam(learning_rate)
+            if self.variables and hasattr(self.optimizer, "build"):
+                # Create Adam's slots now: variables created inside the first trace make
+                # TensorFlow trace the step a second time.
+                self.optimizer.build(self.variables)
         self.iteration = tf.Variable(0, dtype=tf.int64, trainable=False, name="svi_iteration")
         dtype = gpflow.config.default_float()
         self._compiled_step = tf.function(
@@ -148,12 +158,12 @@ class NaturalGradientSVI:
     def _step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         model = self.model
         with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(self.variables)
+            watch_outside_replicas(tape, self.variables)
             elbo = model.natural_gradient_step((X, Y), self.rho(self.iteration))
             loss = -elbo - model.log_prior_density()
         if self.variables:
-            gradients = tape.gradient(loss, self.variables)
-            self.optimizer.apply_gradients(zip(gradients, self.variables))
+            gradients = gradients_outside_replicas(tape, loss, self.variables)
+            apply_gradients_outside_replicas(self.optimizer, gradients, self.variables)
         self.iteration.assign_add(1)
         return elbo
 

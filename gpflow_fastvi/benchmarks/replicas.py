@@ -1,0 +1,183 @@
+"""
+Seconds per pass over the data against the number of points and of :mod:`tf.distribute` replicas.
+
+``python -m gpflow_fastvi.benchmarks.replicas`` times one compiled closed-form site step of
+:class:`~gpflow_fastvi.VIJJ` built with SVGP's signature (one pass: project the data, read the
+sites off q(u), sum their statistics, form the optimal q(u)) for each n, on one device without a
+strategy and under ``MirroredStrategy`` with 1, 2, … replicas. The replicas are GPUs where
+``--devices gpu`` and the machine has them, else logical CPU devices carved out of the one CPU
+(which share its cores: on a CPU the split shows what the all-reduce costs, not a speed-up). The
+configurations are timed in turn, ``--repeats`` rounds, and the median of each is reported with
+its ratio to one device.
+
+It configures TensorFlow's devices, so it runs in a process of its own, not after TensorFlow has
+started.
+"""
+
+import argparse
+import json
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .scaling import POINTS_PER_BATCH, synthetic_data
+
+DEFAULT_N = (10_000, 100_000, 1_000_000)
+DEFAULT_M = 100
+DEFAULT_REPLICAS = (1, 2)
+
+
+def configure_devices(kind: str, replicas: int) -> List[str]:
+    """
+    The names of ``replicas`` devices of ``kind`` ("cpu" or "gpu") for a strategy: GPUs as they
+    are, or that many logical CPU devices made from the first CPU. Call before TensorFlow runs.
+    """
+    import tensorflow as tf
+
+    if kind == "gpu":
+        gpus = tf.config.list_logical_devices("GPU")
+        if len(gpus) < replicas:
+            raise SystemExit(f"--devices gpu needs {replicas} GPUs; this machine has {len(gpus)}.")
+        return [gpu.name for gpu in gpus[:replicas]]
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * replicas
+    )
+    return [device.name for device in tf.config.list_logical_devices("CPU")[:replicas]]
+
+
+def _pass(n: int, m: int, strategy: Optional[Any]) -> Callable[[], float]:
+    """A compiled closed-form step of a VIJJ on n synthetic points with m inducing inputs,
+    built in ``strategy``'s scope (if any); returns a call that runs it and waits for it."""
+    import contextlib
+
+    import gpflow
+    import tensorflow as tf
+
+    from ..models import VIJJ
+
+    X, Y = synthetic_data(n)
+    data = (tf.constant(X), tf.constant(Y))
+    batch_size = None if n * m <= POINTS_PER_BATCH else max(1, POINTS_PER_BATCH // m)
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        model = VIJJ(
+            gpflow.kernels.SquaredExponential(lengthscales=np.sqrt(X.shape[1])),
+            gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid),
+            X[:m].copy(),
+            num_data=n,
+            batch_size=batch_size,
+        )
+    step = tf.function(lambda: model.update_sites(1, data=data), autograph=False)
+    return lambda: float(step())
+
+
+def run_replicas(
+    ns: Sequence[int] = DEFAULT_N,
+    m: int = DEFAULT_M,
+    replicas: Sequence[int] = DEFAULT_REPLICAS,
+    devices: str = "cpu",
+    repeats: int = 5,
+    log: Callable[[str], None] = lambda _: None,
+) -> Dict[str, Any]:
+    """
+    Time every configuration (one device, then each number of replicas) at every n, round-robin
+    over ``repeats`` rounds after one untimed call each (which compiles it).
+
+    :return: ``{"devices", "m", "rows"}``, a row per (n, configuration) with the median seconds
+        per pass, every timing, and the ratio of one device's median to it.
+    """
+    import tensorflow as tf
+
+    names = configure_devices(devices, max(replicas))
+    from .runs import machine_description
+
+    configurations = {"one device": None}
+    for count in replicas:
+        configurations[f"{count} replica{'s' if count > 1 else ''}"] = (
+            tf.distribute.MirroredStrategy(names[:count])
+        )
+    rows: List[Dict[str, Any]] = []
+    for n in ns:
+        steps = {label: _pass(n, m, strategy) for label, strategy in configurations.items()}
+        objectives = {label: step() for label, step in steps.items()}  # compiles each
+        seconds: Dict[str, List[float]] = {label: [] for label in steps}
+        for _ in range(repeats):
+            for label, step in steps.items():
+                start = time.perf_counter()
+                step()
+                seconds[label].append(time.perf_counter() - start)
+        baseline = float(np.median(seconds["one device"]))
+        for label in steps:
+            median = float(np.median(seconds[label]))
+            rows.append(
+                {
+                    "n": n,
+                    "configuration": label,
+                    "seconds": median,
+                    "all_seconds": seconds[label],
+                    "speed_up": baseline / median,
+                    "objective": objectives[label],
+                }
+            )
+            log(f"n = {n:>9,}  {label:<12} {median:.4g} s per pass  ({baseline / median:.2f}×)")
+    return {
+        "devices": devices,
+        "device_names": names,
+        "m": m,
+        "rows": rows,
+        "machine": machine_description(),
+    }
+
+
+def markdown_table(result: Dict[str, Any]) -> str:
+    """The rows as Markdown: seconds per pass and the speed-up over one device."""
+    lines = [
+        "| n | configuration | seconds per pass (median) | speed-up over one device |",
+        "|---:|---|---:|---:|",
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['n']:,} | {row['configuration']} | {row['seconds']:.4g} "
+            f"| {row['speed_up']:.2f}× |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m gpflow_fastvi.benchmarks.replicas", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--n",
+        default=",".join(str(n) for n in DEFAULT_N),
+        help="numbers of points, comma-separated",
+    )
+    parser.add_argument("--m", type=int, default=DEFAULT_M, help="inducing inputs")
+    parser.add_argument(
+        "--replicas",
+        default=",".join(str(r) for r in DEFAULT_REPLICAS),
+        help="numbers of replicas, comma-separated",
+    )
+    parser.add_argument("--devices", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", help="write the result to this file")
+    args = parser.parse_args(argv)
+    result = run_replicas(
+        [int(float(n)) for n in args.n.split(",")],
+        args.m,
+        [int(r) for r in args.replicas.split(",")],
+        args.devices,
+        args.repeats,
+        log=print,
+    )
+    print()
+    print(markdown_table(result))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
