@@ -289,3 +289,22 @@ def test_what_the_models_do_not_support_is_refused_clearly(model_class, data):
             model_class(_kernel(), likelihood, 10)
         with pytest.raises(ValueError, match="num_data=7"):
             model_class(data, _kernel(), inducing_variable=Z, num_data=7)
+
+
+def test_every_model_trains_in_float32_to_the_float64_answer(model_class, data):
+    """float32 (GPflow's default float set to it, as for a GPU) reaches the same model as float64:
+    the predictions of the two fits agree to float32's precision, amplified by the optimisation
+    (measured: 5·10⁻⁶ to 10⁻⁴ for the closed-form models, 2·10⁻³ for PolyaGammaSVGP, whose SVI
+    route stops at a relative change of 10⁻⁵)."""
+    Xnew = np.linspace(-2, 2, 9)[:, None].repeat(2, axis=1)
+    predictions = {}
+    for dtype in (np.float64, np.float32):
+        with gpflow.config.as_context(gpflow.config.Config(float=dtype, jitter=1e-6)):
+            model = FACTORIES[model_class](data, data[0][::5].copy())
+            X, Y = (a.astype(dtype) for a in data)
+            trace = fv.fit(model, (X, Y), max_iter=300)
+            p, _ = model.predict_y(Xnew.astype(dtype))
+        assert model.q_mu.dtype == dtype and p.dtype == dtype
+        assert trace.stop_reason == "converged", trace
+        predictions[dtype] = p.numpy()
+    np.testing.assert_allclose(predictions[np.float32], predictions[np.float64], atol=5e-3)
