@@ -3,7 +3,7 @@ Several devices or machines through :mod:`tf.distribute`.
 
 Everything a model needs from the data is a sum over points (the site statistics, the expected
 sites, their gradients), so a strategy's replicas each sum their own share of a pass and the
-partial sums are all-reduced once (:func:`~gpflow_fastvi.gaussian.sum_over_replicas`); the rest
+partial sums are all-reduced once (:func:`~gpflow_fastvi.gaussian.batching.sum_over_replicas`); the rest
 (Kmm, its factor, q(u), the optimiser) is M × M work done once, outside the replicas.
 
 A model built inside ``strategy.scope()`` keeps that strategy

@@ -147,6 +147,13 @@ def two_devices():
             relative(a, b)
             for a, b in zip(loss_and_gradients(shared, data), loss_and_gradients(one, data))
         )
+        # A mini-batch loss: the natural-gradient step, each replica projecting its rows once.
+        batch = (data[0][:101], data[1][:101])
+        kinds["mini_batch_loss_and_gradient"] = max(
+            relative(a, b)
+            for a, b in zip(loss_and_gradients(shared, batch), loss_and_gradients(one, batch))
+        )
+        kinds["mini_batch_step"] = differences(shared, one)
         kinds["update_sites"] = relative(
             shared.update_sites(2, data=data), one.update_sites(2, data=data)
         )
@@ -155,6 +162,16 @@ def two_devices():
         fv.fit(one, data, max_iter=3)
         kinds["fit"] = differences(shared, one)
         out["models"][name] = kinds
+
+    # q(u) stored unwhitened: the step's gradient then also runs through chol(Kmm) in q(u).
+    one = build("PolyaGammaSVGP", whiten=False)
+    with strategy.scope():
+        shared = build("PolyaGammaSVGP", whiten=False)
+    batch = (data[0][:101], data[1][:101])
+    out["unwhitened_mini_batch_loss_and_gradient"] = max(
+        relative(a, b)
+        for a, b in zip(loss_and_gradients(shared, batch), loss_and_gradients(one, batch))
+    )
 
     # A stream of batches, shared among the replicas, against the arrays on one device.
     one = build("VIJJ")

@@ -63,6 +63,7 @@ def test_a_model_built_in_the_scope_agrees_with_one_device(two_devices, name):
 
 
 def test_a_stream_and_fits_strategy_argument_agree_with_one_device(two_devices):
+    assert two_devices["unwhitened_mini_batch_loss_and_gradient"] < AGREE
     assert two_devices["streamed_fit"] < AGREE
     assert two_devices["fit_with_strategy_argument"] < AGREE
     assert two_devices["no_strategy_after_fit"]

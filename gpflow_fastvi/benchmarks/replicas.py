@@ -3,8 +3,10 @@ Seconds per pass over the data against the number of points and of :mod:`tf.dist
 
 ``python -m gpflow_fastvi.benchmarks.replicas`` times one compiled closed-form site step of
 :class:`~gpflow_fastvi.VIJJ` built with SVGP's signature (one pass: project the data, read the
-sites off q(u), sum their statistics, form the optimal q(u)) for each n, on one device without a
-strategy and under ``MirroredStrategy`` with 1, 2, … replicas. The replicas are GPUs where
+sites off q(u), sum their statistics, form the optimal q(u)) for each n, and one
+:class:`~gpflow_fastvi.NaturalGradientSVI` step of :class:`~gpflow_fastvi.PolyaGammaSVGP` for each
+mini-batch size, on one device without a strategy and under ``MirroredStrategy`` with 1, 2, …
+replicas. The replicas are GPUs where
 ``--devices gpu`` and the machine has them, else logical CPU devices carved out of the one CPU
 (which share its cores: on a CPU the split shows what the all-reduce costs, not a speed-up). The
 configurations are timed in turn, ``--repeats`` rounds, and the median of each is reported with
@@ -17,7 +19,7 @@ started.
 import argparse
 import json
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -26,6 +28,7 @@ from .scaling import POINTS_PER_BATCH, synthetic_data
 DEFAULT_N = (10_000, 100_000, 1_000_000)
 DEFAULT_M = 100
 DEFAULT_REPLICAS = (1, 2)
+DEFAULT_SVI_BATCHES = (1_000, 10_000)
 
 
 def configure_devices(kind: str, replicas: int) -> List[str]:
@@ -72,20 +75,71 @@ def _pass(n: int, m: int, strategy: Optional[Any]) -> Callable[[], float]:
     return lambda: float(step())
 
 
+def _svi_step(n: int, m: int, batch: int, strategy: Optional[Any]) -> Callable[[], float]:
+    """Twenty SVI steps of a PolyaGammaSVGP on the first ``batch`` of n synthetic points, built in
+    ``strategy``'s scope (if any); returns a call that runs them and waits for the last."""
+    import contextlib
+
+    import gpflow
+    import tensorflow as tf
+
+    from ..models import PolyaGammaSVGP
+    from ..training import NaturalGradientSVI
+
+    X, Y = synthetic_data(n)
+    rows = (tf.constant(X[:batch]), tf.constant(Y[:batch]))
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        model = PolyaGammaSVGP(
+            gpflow.kernels.SquaredExponential(lengthscales=np.sqrt(X.shape[1])),
+            gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid),
+            X[:m].copy(),
+            num_data=n,
+        )
+    svi = NaturalGradientSVI(model, step_size=0.1)
+
+    def steps() -> float:
+        for _ in range(SVI_STEPS - 1):
+            svi.step(rows)
+        return float(svi.step(rows))
+
+    return steps
+
+
+SVI_STEPS = 20
+"""SVI steps per timed call: one step of a small batch is too short to time alone."""
+
+
+def _timed_rounds(
+    calls: Dict[str, Callable[[], float]], repeats: int
+) -> Tuple[Dict[str, float], Dict[str, List[float]]]:
+    """One untimed call of each (which compiles it), then ``repeats`` rounds timing each in turn:
+    the first results and the seconds of every call."""
+    first = {label: call() for label, call in calls.items()}
+    seconds: Dict[str, List[float]] = {label: [] for label in calls}
+    for _ in range(repeats):
+        for label, call in calls.items():
+            start = time.perf_counter()
+            call()
+            seconds[label].append(time.perf_counter() - start)
+    return first, seconds
+
+
 def run_replicas(
     ns: Sequence[int] = DEFAULT_N,
     m: int = DEFAULT_M,
     replicas: Sequence[int] = DEFAULT_REPLICAS,
     devices: str = "cpu",
     repeats: int = 5,
+    svi_batches: Sequence[int] = DEFAULT_SVI_BATCHES,
     log: Callable[[str], None] = lambda _: None,
 ) -> Dict[str, Any]:
     """
-    Time every configuration (one device, then each number of replicas) at every n, round-robin
+    Time every configuration (one device, then each number of replicas): a pass at every n, and
+    an SVI step on every batch size in ``svi_batches`` (of the largest n's points), round-robin
     over ``repeats`` rounds after one untimed call each (which compiles it).
 
-    :return: ``{"devices", "m", "rows"}``, a row per (n, configuration) with the median seconds
-        per pass, every timing, and the ratio of one device's median to it.
+    :return: ``{"devices", "m", "rows"}``, a row per (what, size, configuration) with the median
+        seconds per pass or step, every timing, and the ratio of one device's median to it.
     """
     import tensorflow as tf
 
@@ -98,29 +152,37 @@ def run_replicas(
             tf.distribute.MirroredStrategy(names[:count])
         )
     rows: List[Dict[str, Any]] = []
-    for n in ns:
-        steps = {label: _pass(n, m, strategy) for label, strategy in configurations.items()}
-        objectives = {label: step() for label, step in steps.items()}  # compiles each
-        seconds: Dict[str, List[float]] = {label: [] for label in steps}
-        for _ in range(repeats):
-            for label, step in steps.items():
-                start = time.perf_counter()
-                step()
-                seconds[label].append(time.perf_counter() - start)
+
+    def record(what: str, n: int, size: int, calls: Dict[str, Callable[[], float]]) -> None:
+        results, seconds = _timed_rounds(calls, repeats)
         baseline = float(np.median(seconds["one device"]))
-        for label in steps:
+        for label in calls:
             median = float(np.median(seconds[label]))
+            per_step = SVI_STEPS if what == "SVI step" else 1
             rows.append(
                 {
+                    "what": what,
                     "n": n,
+                    "rows": size,
                     "configuration": label,
-                    "seconds": median,
-                    "all_seconds": seconds[label],
+                    "seconds": median / per_step,
+                    "all_seconds": [t / per_step for t in seconds[label]],
                     "speed_up": baseline / median,
-                    "objective": objectives[label],
+                    "result": results[label],
                 }
             )
-            log(f"n = {n:>9,}  {label:<12} {median:.4g} s per pass  ({baseline / median:.2f}×)")
+            log(
+                f"{what} on {size:>9,} rows  {label:<12} {median / per_step:.4g} s "
+                f"({baseline / median:.2f}×)"
+            )
+
+    for n in ns:
+        record("pass", n, n, {k: _pass(n, m, s) for k, s in configurations.items()})
+    for batch in svi_batches:
+        n = max(ns)
+        record(
+            "SVI step", n, batch, {k: _svi_step(n, m, batch, s) for k, s in configurations.items()}
+        )
     return {
         "devices": devices,
         "device_names": names,
@@ -131,14 +193,14 @@ def run_replicas(
 
 
 def markdown_table(result: Dict[str, Any]) -> str:
-    """The rows as Markdown: seconds per pass and the speed-up over one device."""
+    """The rows as Markdown: seconds per pass or step and the speed-up over one device."""
     lines = [
-        "| n | configuration | seconds per pass (median) | speed-up over one device |",
-        "|---:|---|---:|---:|",
+        "| what | rows | configuration | seconds (median) | speed-up over one device |",
+        "|---|---:|---|---:|---:|",
     ]
     for row in result["rows"]:
         lines.append(
-            f"| {row['n']:,} | {row['configuration']} | {row['seconds']:.4g} "
+            f"| {row['what']} | {row['rows']:,} | {row['configuration']} | {row['seconds']:.4g} "
             f"| {row['speed_up']:.2f}× |"
         )
     return "\n".join(lines) + "\n"
@@ -159,6 +221,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         default=",".join(str(r) for r in DEFAULT_REPLICAS),
         help="numbers of replicas, comma-separated",
     )
+    parser.add_argument(
+        "--svi-batches",
+        default=",".join(str(b) for b in DEFAULT_SVI_BATCHES),
+        help="mini-batch sizes of the SVI steps, comma-separated (none: '')",
+    )
     parser.add_argument("--devices", choices=("cpu", "gpu"), default="cpu")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", help="write the result to this file")
@@ -169,6 +236,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         [int(r) for r in args.replicas.split(",")],
         args.devices,
         args.repeats,
+        [int(float(b)) for b in args.svi_batches.split(",") if b],
         log=print,
     )
     print()

@@ -299,6 +299,88 @@ def sum_over_replicas(
     return tf.nest.pack_sequence_as(structure[0], list(total))
 
 
+@tf.autograph.experimental.do_not_convert
+def sum_and_gradient_over_replicas(
+    fn: Callable[..., Tuple[tf.Tensor, Any]],
+    tensors: Sequence[tf.Tensor],
+    strategy: tf.distribute.Strategy,
+    shared: Sequence[tf.Tensor] = (),
+    variables: Sequence[tf.Variable] = (),
+) -> Tuple[tf.Tensor, Any]:
+    """
+    Σ over the replicas of ``strategy`` of the scalar ``value`` of ``(value, aux) = fn(*block,
+    *shared)``, each replica on its block of rows of ``tensors`` (as in
+    :func:`sum_over_replicas`), with its gradient taken in the same pass: each replica
+    differentiates its value while it still holds its rows' intermediates, and the values and
+    gradients are all-reduced together, once. The sum is differentiable in ``shared`` and
+    ``variables`` (its gradient is the upstream one times the all-reduced gradient).
+
+    ``fn`` may all-reduce inside its replica (``tf.distribute.get_replica_context().all_reduce``)
+    for what must be summed before its value can be formed (the statistics of an SVI step's
+    target); ``aux`` is then the same on every replica and is returned from the first, with no
+    gradient.
+
+    For a sum that is always differentiated, such as an SVI step's ELBO estimate, this saves the
+    second pass with which :func:`sum_over_replicas` recomputes its gradient; it holds all of a
+    replica's rows at once (a mini-batch's share).
+    """
+    tensors = tuple(tf.convert_to_tensor(t) for t in tensors)
+    shared = [tf.convert_to_tensor(t) for t in shared]
+    candidates = list(variables)
+    num_replicas = strategy.num_replicas_in_sync
+
+    def local(*args: tf.Tensor) -> Tuple[tf.Tensor, Any]:
+        block = _replica_block(args[: len(tensors)], num_replicas)
+        whole = args[len(tensors) :]
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(whole)
+            tape.watch(candidates)  # in a replica: its own copies
+            value, aux = fn(*block, *whole)
+        grads = tape.gradient(
+            value, list(whole) + candidates, unconnected_gradients=tf.UnconnectedGradients.ZERO
+        )
+        packed = tf.concat([tf.reshape(t, [-1]) for t in [value, *grads]], axis=0)
+        return packed, aux
+
+    @tf.custom_gradient
+    def summed(*whole: tf.Tensor):  # type: ignore[no-untyped-def]
+        for variable in candidates:  # read outside the replicas: see sum_over_replicas
+            tf.convert_to_tensor(variable)
+        packed, aux = strategy.run(local, args=(*tensors, *whole))
+        total = strategy.reduce(tf.distribute.ReduceOp.SUM, packed, axis=None)
+        shapes = [tf.TensorShape([])] + [t.shape for t in list(whole) + candidates]
+        value, *grads = [
+            tf.reshape(piece, shape)
+            for piece, shape in zip(
+                tf.split(total, [shape.num_elements() for shape in shapes]), shapes
+            )
+        ]
+        auxiliary.append(_first_local(strategy, aux))
+        whole_grads, variable_grads = grads[: len(whole)], grads[len(whole) :]
+
+        def gradient(upstream: tf.Tensor, variables: Sequence[tf.Variable] = ()):  # type: ignore[no-untyped-def]
+            by_owner = {id(v): g for v, g in zip(candidates, variable_grads)}
+            owners = [_distributed_owner(v, candidates) for v in variables]
+            return (
+                [upstream * g for g in whole_grads],
+                [
+                    upstream * by_owner[id(o)] if id(o) in by_owner else tf.zeros_like(v)
+                    for v, o in zip(variables, owners)
+                ],
+            )
+
+        return value, gradient
+
+    auxiliary: List[Any] = []
+    value = summed(*shared)
+    return value, auxiliary[0]
+
+
+def _first_local(strategy: tf.distribute.Strategy, per_replica: Any) -> Any:
+    """The value of a nest that every replica computed alike, from this worker's first replica."""
+    return tf.nest.map_structure(lambda t: strategy.experimental_local_results(t)[0], per_replica)
+
+
 def _all_reduced_sum(
     strategy: tf.distribute.Strategy,
     local: Callable[..., List[tf.Tensor]],

@@ -45,12 +45,13 @@ from ..gaussian import (
     sites_elbo,
     step_statistics,
     stored_q,
+    sum_and_gradient_over_replicas,
     sum_over_replicas,
     summed_expected_sites,
     whitened_projection,
     whitened_q,
 )
-from ..types import Route, Sites
+from ..types import Route, Sites, SiteStatistics
 from ..validation import (
     check_data,
     check_input_columns,
@@ -334,23 +335,41 @@ class SiteModel(abc.ABC):
         """
         The ELBO of the sites at q(u) = (``q_mu``, ``q_sqrt``) estimated from the batch (X, Y):
         data_scale · Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL, with each site's local parameters
-        optimal for the marginals (:func:`~gpflow_fastvi.gaussian.sites_elbo`). The sum is taken
+        optimal for the marginals (:func:`~gpflow_fastvi.gaussian.natural.sites_elbo`). The sum is taken
         by :meth:`sum_over_rows` (the batch's ``projection`` by L = chol(Kmm) saves projecting
         it again, where one device makes the pass).
         """
         m, R = whitened_q(q_mu, q_sqrt, L, self.whiten)  # type: ignore[attr-defined]
-
-        def expected(X: tf.Tensor, Y: tf.Tensor, projection: Projection, m, R):  # type: ignore[no-untyped-def]
-            return summed_expected_sites(
-                projection,
-                self.mean_function(X),  # type: ignore[attr-defined]
-                m,
-                R,
-                lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
-            )
-
-        total = self.sum_over_rows(expected, X, Y, L, (m, R), projection)
+        total = self.sum_over_rows(self.rows_expected_sites, X, Y, L, (m, R), projection)
         return sites_elbo(total, m, R, self.data_scale(X))
+
+    def rows_expected_sites(
+        self, X: tf.Tensor, Y: tf.Tensor, projection: Projection, m: tf.Tensor, R: tf.Tensor
+    ) -> tf.Tensor:
+        """Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] over the rows (X, Y) with the given ``projection``, for
+        q(v) = N(m, R Rᵀ): the sum over points of :meth:`batch_sites_elbo`."""
+        return summed_expected_sites(
+            projection,
+            self.mean_function(X),  # type: ignore[attr-defined]
+            m,
+            R,
+            lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
+        )
+
+    def rows_step_statistics(
+        self, X: tf.Tensor, Y: tf.Tensor, projection: Projection, m: tf.Tensor, R: tf.Tensor
+    ) -> SiteStatistics:
+        """The statistics of the sites read off q(v) = N(m, R Rᵀ) at the rows (X, Y) with the
+        given ``projection``: the sum over points of :meth:`natural_gradient_parameters`. Held
+        fixed: no gradient."""
+        stats = step_statistics(
+            tf.nest.map_structure(tf.stop_gradient, projection),
+            tf.stop_gradient(self.mean_function(X)),  # type: ignore[attr-defined]
+            m,
+            R,
+            lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
+        )
+        return tf.nest.map_structure(tf.stop_gradient, stats)
 
     # ----------------------------------------------------------------------------------------------
     # Several devices: tf.distribute.
@@ -418,7 +437,7 @@ class SiteModel(abc.ABC):
         ``per_rows(X, Y, projection, *shared)``, a nest of sums over the rows of (X, Y) whose
         projection by L = chol(Kmm) it reads: at once on one device (with ``projection`` when it
         is given), or with each replica of :meth:`pass_strategy` projecting and summing its own
-        block of rows and one all-reduce (:func:`~gpflow_fastvi.gaussian.sum_over_replicas`).
+        block of rows and one all-reduce (:func:`~gpflow_fastvi.gaussian.batching.sum_over_replicas`).
         Gradients reach L, ``shared`` and the trainable variables either way.
         """
         strategy = self.pass_strategy()
@@ -530,22 +549,12 @@ class SiteModel(abc.ABC):
         parameters are set for the given q(u) (:meth:`local_sites`), their statistics summed by
         :meth:`sum_over_rows` (from the batch's ``projection`` when given), and q(v) moves towards
         the batch's closed-form optimum scaled by :meth:`data_scale`
-        (:func:`~gpflow_fastvi.gaussian.natural_gradient_parameters`). Held fixed: no gradient.
+        (:func:`~gpflow_fastvi.gaussian.natural.natural_gradient_parameters`). Held fixed: no gradient.
         """
         L = tf.stop_gradient(L)
         m, R = whitened_q(q_mu, q_sqrt, L, self.whiten)  # type: ignore[attr-defined]
         m, R = tf.stop_gradient(m), tf.stop_gradient(R)
-
-        def statistics(X: tf.Tensor, Y: tf.Tensor, projection: Projection, m, R):  # type: ignore[no-untyped-def]
-            return step_statistics(
-                tf.nest.map_structure(tf.stop_gradient, projection),
-                tf.stop_gradient(self.mean_function(X)),  # type: ignore[attr-defined]
-                m,
-                R,
-                lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
-            )
-
-        stats = self.sum_over_rows(statistics, X, Y, L, (m, R), projection)
+        stats = self.sum_over_rows(self.rows_step_statistics, X, Y, L, (m, R), projection)
         natural = natural_gradient_parameters(
             m, R, stats, self.data_scale(X), tf.convert_to_tensor(rho, dtype=L.dtype)
         )
@@ -577,11 +586,48 @@ class SiteModel(abc.ABC):
         """
         X, Y = data
         L = self.Kmm_cholesky()
-        # One device projects the batch once for both sums; a strategy's replicas project their
-        # own rows in each pass (the step's sum must be all-reduced before the ELBO's can start).
-        projection = None if self.pass_strategy() else self.projection(X, L)
+        strategy = self.pass_strategy()
+        if strategy is not None:
+            return self._natural_gradient_step_on_replicas(X, Y, L, rho, strategy)
+        projection = self.projection(X, L)  # once, for both sums
         q_mu, q_sqrt = self.q_mu, self.q_sqrt  # type: ignore[attr-defined]
         natural = self.natural_gradient_parameters(X, Y, L, q_mu, q_sqrt, rho, projection)
         q_mu, q_sqrt = self.stored_q_from_natural(natural, L)
         self.store_q(q_mu, q_sqrt)
         return self.batch_sites_elbo(X, Y, L, q_mu, q_sqrt, projection)
+
+    def _natural_gradient_step_on_replicas(
+        self, X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, rho: Any, strategy: tf.distribute.Strategy
+    ) -> tf.Tensor:
+        """
+        :meth:`natural_gradient_step` with the batch shared among the replicas of ``strategy``,
+        each projecting its rows once: it sums its rows' step statistics, all-reduces them (the
+        target), forms the new q(u) from them as every replica does, and sums its rows' expected
+        sites at the new q(u) with their gradient; those are all-reduced together
+        (:func:`~gpflow_fastvi.gaussian.batching.sum_and_gradient_over_replicas`).
+        """
+        whiten = self.whiten  # type: ignore[attr-defined]
+        q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)  # type: ignore[attr-defined]
+        m, R = (tf.stop_gradient(t) for t in whitened_q(q_mu, q_sqrt, L, whiten))
+        scale = self.data_scale(X)  # of the whole batch, not of a replica's share
+        rho = tf.convert_to_tensor(rho, dtype=L.dtype)
+
+        def replica_step(X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor) -> Tuple[tf.Tensor, Any]:
+            projection = self.projection(X, L)
+            stats = self.rows_step_statistics(X, Y, projection, m, R)
+            stats = tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM, stats
+            )
+            natural = tf.nest.map_structure(
+                tf.stop_gradient, natural_gradient_parameters(m, R, stats, scale, rho)
+            )
+            new_m, new_R = whitened_q(*self.stored_q_from_natural(natural, L), L, whiten)
+            return self.rows_expected_sites(X, Y, projection, new_m, new_R), natural
+
+        expected, natural = sum_and_gradient_over_replicas(
+            replica_step, (X, Y), strategy, (L,), self.trainable_variables  # type: ignore[attr-defined]
+        )
+        q_mu, q_sqrt = self.stored_q_from_natural(natural, L)
+        self.store_q(q_mu, q_sqrt)
+        m, R = whitened_q(q_mu, q_sqrt, L, whiten)
+        return sites_elbo(expected, m, R, scale)
