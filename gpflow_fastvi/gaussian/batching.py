@@ -245,8 +245,8 @@ def sum_over_replicas(
     reads its own copy of a variable created in ``strategy.scope()``, and the summed gradient
     is the gradient of that variable outside the replicas.
 
-    Called outside the replicas (``tf.distribute.in_cross_replica_context()``), as a training
-    step or a pass of :func:`gpflow_fastvi.fit` is.
+    Called outside the replicas (not inside ``strategy.run``), as a training step or a pass of
+    :func:`gpflow_fastvi.fit` is.
     """
     shared = [tf.convert_to_tensor(t) for t in shared]
     candidates = list(variables)
@@ -256,7 +256,7 @@ def sum_over_replicas(
     # tensor ends up among the inputs of the gradient of a tf.cond around the sum.
     rows = () if isinstance(data, tf.data.Dataset) else tuple(tf.convert_to_tensor(t) for t in data)
 
-    def local_sum(*args: tf.Tensor) -> List[tf.Tensor]:
+    def local_sum(*args: tf.Tensor) -> Tuple[List[tf.Tensor], Any]:
         tensors, whole = args[: len(rows)], args[len(rows) :]
         if rows:
             result = sum_over_batches(fn, _replica_block(tensors, num_replicas), batch_size, whole)
@@ -264,7 +264,7 @@ def sum_over_replicas(
             result = sum_over_dataset(fn, _replica_shard(data, num_replicas), whole)
         if not structure:
             structure.append(result)
-        return tf.nest.flatten(result)
+        return tf.nest.flatten(result), None
 
     @tf.custom_gradient
     def summed(*whole: tf.Tensor):  # type: ignore[no-untyped-def]
@@ -272,25 +272,27 @@ def sum_over_replicas(
         # them: reads inside the replicas are of per-replica copies no outer tape knows.
         for variable in candidates:
             tf.convert_to_tensor(variable)
-        total = _all_reduced_sum(strategy, local_sum, (*rows, *whole))
+        total, _ = _all_reduced_sum(strategy, local_sum, (*rows, *whole))
 
         def gradient(*upstream: tf.Tensor, variables: Sequence[tf.Variable] = ()):  # type: ignore[no-untyped-def]
             owners = [_distributed_owner(v, candidates) for v in variables or ()]
             if not whole and not owners:
                 return [], []
 
-            def local_vjp(*args: tf.Tensor) -> List[tf.Tensor]:
+            def local_vjp(*args: tf.Tensor) -> Tuple[List[tf.Tensor], Any]:
                 upstream, tensors = args[: len(total)], args[len(total) : len(total) + len(rows)]
                 whole = args[len(total) + len(rows) :]
-                with tf.GradientTape() as tape:
+                with tf.GradientTape(watch_accessed_variables=False) as tape:
                     tape.watch(whole)
-                    parts = local_sum(*tensors, *whole)
+                    tape.watch(owners)  # in a replica: its own copies
+                    parts, _ = local_sum(*tensors, *whole)
                     inner = tf.add_n([tf.reduce_sum(u * p) for u, p in zip(upstream, parts)])
-                return tape.gradient(
+                grads = tape.gradient(
                     inner, list(whole) + owners, unconnected_gradients=tf.UnconnectedGradients.ZERO
                 )
+                return grads, None
 
-            grads = _all_reduced_sum(strategy, local_vjp, (*upstream, *rows, *whole))
+            grads, _ = _all_reduced_sum(strategy, local_vjp, (*upstream, *rows, *whole))
             return grads[: len(whole)], grads[len(whole) :]
 
         return total, gradient
@@ -328,8 +330,9 @@ def sum_and_gradient_over_replicas(
     shared = [tf.convert_to_tensor(t) for t in shared]
     candidates = list(variables)
     num_replicas = strategy.num_replicas_in_sync
+    auxiliary: List[Any] = []  # fn's aux, set by the forward pass
 
-    def local(*args: tf.Tensor) -> Tuple[tf.Tensor, Any]:
+    def local(*args: tf.Tensor) -> Tuple[List[tf.Tensor], Any]:
         block = _replica_block(args[: len(tensors)], num_replicas)
         whole = args[len(tensors) :]
         with tf.GradientTape(watch_accessed_variables=False) as tape:
@@ -339,27 +342,18 @@ def sum_and_gradient_over_replicas(
         grads = tape.gradient(
             value, list(whole) + candidates, unconnected_gradients=tf.UnconnectedGradients.ZERO
         )
-        packed = tf.concat([tf.reshape(t, [-1]) for t in [value, *grads]], axis=0)
-        return packed, aux
+        return [value, *grads], aux
 
     @tf.custom_gradient
     def summed(*whole: tf.Tensor):  # type: ignore[no-untyped-def]
         for variable in candidates:  # read outside the replicas: see sum_over_replicas
             tf.convert_to_tensor(variable)
-        packed, aux = strategy.run(local, args=(*tensors, *whole))
-        total = strategy.reduce(tf.distribute.ReduceOp.SUM, packed, axis=None)
-        shapes = [tf.TensorShape([])] + [t.shape for t in list(whole) + candidates]
-        value, *grads = [
-            tf.reshape(piece, shape)
-            for piece, shape in zip(
-                tf.split(total, [shape.num_elements() for shape in shapes]), shapes
-            )
-        ]
-        auxiliary.append(_first_local(strategy, aux))
-        whole_grads, variable_grads = grads[: len(whole)], grads[len(whole) :]
+        (value, *grads), aux = _all_reduced_sum(strategy, local, (*tensors, *whole))
+        auxiliary.append(aux)
+        whole_grads = grads[: len(whole)]
+        by_owner = {id(v): g for v, g in zip(candidates, grads[len(whole) :])}
 
         def gradient(upstream: tf.Tensor, variables: Sequence[tf.Variable] = ()):  # type: ignore[no-untyped-def]
-            by_owner = {id(v): g for v, g in zip(candidates, variable_grads)}
             owners = [_distributed_owner(v, candidates) for v in variables]
             return (
                 [upstream * g for g in whole_grads],
@@ -371,39 +365,37 @@ def sum_and_gradient_over_replicas(
 
         return value, gradient
 
-    auxiliary: List[Any] = []
     value = summed(*shared)
     return value, auxiliary[0]
 
 
-def _first_local(strategy: tf.distribute.Strategy, per_replica: Any) -> Any:
-    """The value of a nest that every replica computed alike, from this worker's first replica."""
-    return tf.nest.map_structure(lambda t: strategy.experimental_local_results(t)[0], per_replica)
-
-
 def _all_reduced_sum(
     strategy: tf.distribute.Strategy,
-    local: Callable[..., List[tf.Tensor]],
+    local: Callable[..., Tuple[List[tf.Tensor], Any]],
     args: Sequence[tf.Tensor],
-) -> List[tf.Tensor]:
+) -> Tuple[List[tf.Tensor], Any]:
     """
-    Σ over the replicas of ``local(*args)`` (a list of tensors of fixed shapes), by one all-reduce
-    of one vector: each replica flattens its tensors into one, and the sum is cut back into them.
+    Σ over the replicas of the tensors (of fixed shapes) of ``(parts, aux) = local(*args)``, by one
+    all-reduce of one vector: each replica flattens its parts into one, and the sum is cut back
+    into them. ``aux``, a nest every replica computes alike (or ``None``), comes from this
+    worker's first replica.
     """
     shapes: List[tf.TensorShape] = []
 
-    def packed(*args: tf.Tensor) -> tf.Tensor:
-        parts = local(*args)
+    def packed(*args: tf.Tensor) -> Any:
+        parts, aux = local(*args)
         shapes[:] = [p.shape for p in parts]
         if not all(shape.is_fully_defined() for shape in shapes):
             raise ValueError(
                 "A sum over replicas needs results of fixed shapes; got shapes "
                 f"{[shape.as_list() for shape in shapes]}."
             )
-        return tf.concat([tf.reshape(p, [-1]) for p in parts], axis=0)
+        vector = tf.concat([tf.reshape(p, [-1]) for p in parts], axis=0)
+        return vector if aux is None else (vector, aux)
 
-    total = strategy.reduce(
-        tf.distribute.ReduceOp.SUM, strategy.run(packed, args=tuple(args)), axis=None
-    )
+    result = strategy.run(packed, args=tuple(args))  # the replicas' vectors, or (them, aux)
+    vectors, aux = result if isinstance(result, tuple) else (result, None)
+    total = strategy.reduce(tf.distribute.ReduceOp.SUM, vectors, axis=None)
     pieces = tf.split(total, [shape.num_elements() for shape in shapes])
-    return [tf.reshape(piece, shape) for piece, shape in zip(pieces, shapes)]
+    first = tf.nest.map_structure(lambda t: strategy.experimental_local_results(t)[0], aux)
+    return [tf.reshape(piece, shape) for piece, shape in zip(pieces, shapes)], first
