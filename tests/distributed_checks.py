@@ -173,6 +173,14 @@ def two_devices():
         for a, b in zip(loss_and_gradients(shared, batch), loss_and_gradients(one, batch))
     )
 
+    # Each replica's rows in batches of the model's batch_size (a custom gradient in a replica).
+    one = build("VITaylor", batch_size=40)
+    with strategy.scope():
+        batched = build("VITaylor", batch_size=40)
+    fv.fit(one, data, max_iter=3)
+    fv.fit(batched, data, max_iter=3)
+    out["batched_fit"] = differences(batched, one)
+
     # A stream of batches, shared among the replicas, against the arrays on one device.
     one = build("VIJJ")
     with strategy.scope():

@@ -13,8 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gpflow
 import numpy as np
 import pytest
+
+import gpflow_fastvi as fv
 
 CHECKS = Path(__file__).with_name("distributed_checks.py")
 AGREE = 1e-8
@@ -64,6 +67,7 @@ def test_a_model_built_in_the_scope_agrees_with_one_device(two_devices, name):
 
 def test_a_stream_and_fits_strategy_argument_agree_with_one_device(two_devices):
     assert two_devices["unwhitened_mini_batch_loss_and_gradient"] < AGREE
+    assert two_devices["batched_fit"] < AGREE
     assert two_devices["streamed_fit"] < AGREE
     assert two_devices["fit_with_strategy_argument"] < AGREE
     assert two_devices["no_strategy_after_fit"]
@@ -98,3 +102,10 @@ def test_two_worker_processes_agree_with_one():
                 assert np.max(np.abs(got - want)) < AGREE * max(1.0, np.max(np.abs(want)))
     # Both workers hold the same model: the all-reduce gives every worker the same sums.
     assert results[0]["VIJJ"] == results[1]["VIJJ"]
+
+
+def test_fit_refuses_a_strategy_that_is_not_one(data):
+    model = fv.VIJJ(gpflow.kernels.SquaredExponential(), None, data[0][:5], num_data=50)
+    with pytest.raises(TypeError, match="tf.distribute.Strategy"):
+        fv.fit(model, data, strategy="mirrored")
+    assert model.distribute_strategy is None

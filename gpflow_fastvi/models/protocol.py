@@ -12,6 +12,7 @@ a step towards the sites' optimum      :meth:`~SiteModel.update_sites` (closed f
                                        :meth:`~SiteModel.natural_gradient_step` (size ρ, a batch)
 the method's own objective             :meth:`~SiteModel.objective`
 the SVGP yardstick                     :meth:`~SiteModel.yardstick_elbo`
+the devices its passes are shared by   :attr:`~SiteModel.distribute_strategy` (``tf.distribute``)
 how the model is trained               ``training_routes`` and ``default_route`` (data, read by
                                        :func:`gpflow_fastvi.fit`)
 =====================================  =========================================================
@@ -335,9 +336,9 @@ class SiteModel(abc.ABC):
         """
         The ELBO of the sites at q(u) = (``q_mu``, ``q_sqrt``) estimated from the batch (X, Y):
         data_scale · Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL, with each site's local parameters
-        optimal for the marginals (:func:`~gpflow_fastvi.gaussian.natural.sites_elbo`). The sum is taken
-        by :meth:`sum_over_rows` (the batch's ``projection`` by L = chol(Kmm) saves projecting
-        it again, where one device makes the pass).
+        optimal for the marginals (:func:`~gpflow_fastvi.gaussian.natural.sites_elbo`). The sum
+        is taken by :meth:`sum_over_rows` (the batch's ``projection`` by L = chol(Kmm) saves
+        projecting it again, where one device makes the pass).
         """
         m, R = whitened_q(q_mu, q_sqrt, L, self.whiten)  # type: ignore[attr-defined]
         total = self.sum_over_rows(self.rows_expected_sites, X, Y, L, (m, R), projection)
@@ -437,8 +438,9 @@ class SiteModel(abc.ABC):
         ``per_rows(X, Y, projection, *shared)``, a nest of sums over the rows of (X, Y) whose
         projection by L = chol(Kmm) it reads: at once on one device (with ``projection`` when it
         is given), or with each replica of :meth:`pass_strategy` projecting and summing its own
-        block of rows and one all-reduce (:func:`~gpflow_fastvi.gaussian.batching.sum_over_replicas`).
-        Gradients reach L, ``shared`` and the trainable variables either way.
+        block of rows and one all-reduce
+        (:func:`~gpflow_fastvi.gaussian.batching.sum_over_replicas`). Gradients reach L,
+        ``shared`` and the trainable variables either way.
         """
         strategy = self.pass_strategy()
         if strategy is None:
@@ -549,7 +551,8 @@ class SiteModel(abc.ABC):
         parameters are set for the given q(u) (:meth:`local_sites`), their statistics summed by
         :meth:`sum_over_rows` (from the batch's ``projection`` when given), and q(v) moves towards
         the batch's closed-form optimum scaled by :meth:`data_scale`
-        (:func:`~gpflow_fastvi.gaussian.natural.natural_gradient_parameters`). Held fixed: no gradient.
+        (:func:`~gpflow_fastvi.gaussian.natural.natural_gradient_parameters`). Held fixed: no
+        gradient.
         """
         L = tf.stop_gradient(L)
         m, R = whitened_q(q_mu, q_sqrt, L, self.whiten)  # type: ignore[attr-defined]
@@ -578,11 +581,11 @@ class SiteModel(abc.ABC):
         ``q_mu``/``q_sqrt`` are assigned once.
 
         Returns the batch's estimate of the sites' ELBO at the new q(u) (:meth:`batch_sites_elbo`),
-        differentiable in the hyperparameters and (on one device) computed from the same
-        projection, so that a
-        caller can take its hyperparameter step at no extra cost (as
+        differentiable in the hyperparameters and computed from the same projection of the batch,
+        so that a caller can take its hyperparameter step at no extra cost (as
         :class:`~gpflow_fastvi.NaturalGradientSVI` does). With the full batch and ρ = 1 the step
-        lands on the closed-form optimum from any start.
+        lands on the closed-form optimum from any start. Under a strategy
+        (:meth:`pass_strategy`) the replicas share the batch, each projecting its rows once.
         """
         X, Y = data
         L = self.Kmm_cholesky()
