@@ -202,6 +202,26 @@ def two_devices():
     except ValueError as error:
         out["other_strategy_error"] = str(error)
 
+    # GPflow's own loops on a model built in the scope, called outside it (a Keras optimiser
+    # made and built inside it), against the same loops on one device.
+    for loop in ("Scipy", "Adam"):
+        models = {}
+        for where in ("one", "shared"):
+            with strategy.scope() if where == "shared" else contextlib.nullcontext():
+                model = build("VIJJ")
+                adam = gpflow.keras.tf_keras.optimizers.Adam(0.05)
+                adam.build(model.trainable_variables)  # its slots, beside the variables
+            closure = model.training_loss_closure(data)
+            if loop == "Scipy":
+                gpflow.optimizers.Scipy().minimize(
+                    closure, model.trainable_variables, options={"maxiter": 5}
+                )
+            else:
+                for _ in range(5):
+                    adam.minimize(closure, model.trainable_variables)
+            models[where] = model
+        out[f"gpflow_{loop.lower()}"] = differences(models["shared"], models["one"])
+
     # GPflow's set_trainable on a variable created in the scope: fit honours it.
     with strategy.scope():
         fixed = build("VIJJ")
