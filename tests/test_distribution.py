@@ -111,3 +111,23 @@ def test_fit_refuses_a_strategy_that_is_not_one(data):
     with pytest.raises(TypeError, match="tf.distribute.Strategy"):
         fv.fit(model, data, strategy="mirrored")
     assert model.distribute_strategy is None
+
+
+def test_the_replicas_benchmark_times_configurations_that_agree(tmp_path):
+    """``python -m gpflow_fastvi.benchmarks.replicas`` (small): every configuration is timed, and
+    the pass's objective and the SVI steps' last ELBO agree across them."""
+    out = tmp_path / "replicas.json"
+    command = [sys.executable, "-m", "gpflow_fastvi.benchmarks.replicas", "--n", "1000"]
+    command += ["--svi-batches", "200", "--repeats", "1", "--json", str(out)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+    subprocess.run(command, check=True, capture_output=True, timeout=300, env=env)
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["what"], r["configuration"]) for r in rows] == [
+        (what, label)
+        for what in ("pass", "SVI step")
+        for label in ("one device", "1 replica", "2 replicas")
+    ]
+    for what in ("pass", "SVI step"):
+        results = [r["result"] for r in rows if r["what"] == what]
+        np.testing.assert_allclose(results[1:], results[0], rtol=AGREE)
+        assert all(r["seconds"] > 0 for r in rows)

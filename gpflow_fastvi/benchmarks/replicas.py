@@ -50,12 +50,27 @@ def configure_devices(kind: str, replicas: int) -> List[str]:
     return [device.name for device in tf.config.list_logical_devices("CPU")[:replicas]]
 
 
-def _pass(n: int, m: int, strategy: Optional[Any]) -> Callable[[], float]:
-    """A compiled closed-form step of a VIJJ on n synthetic points with m inducing inputs,
-    built in ``strategy``'s scope (if any); returns a call that runs it and waits for it."""
+def _model(model_class: Any, X: np.ndarray, m: int, strategy: Optional[Any], **options: Any) -> Any:
+    """``model_class`` with SVGP's signature on the inputs X (its first m as Z), logit link,
+    built in ``strategy``'s scope (if any)."""
     import contextlib
 
     import gpflow
+    import tensorflow as tf
+
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        return model_class(
+            gpflow.kernels.SquaredExponential(lengthscales=np.sqrt(X.shape[1])),
+            gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid),
+            X[:m].copy(),
+            num_data=len(X),
+            **options,
+        )
+
+
+def _pass(n: int, m: int, strategy: Optional[Any]) -> Callable[[], float]:
+    """A compiled closed-form step of a VIJJ on n synthetic points with m inducing inputs,
+    built in ``strategy``'s scope (if any); returns a call that runs it and waits for it."""
     import tensorflow as tf
 
     from ..models import VIJJ
@@ -63,14 +78,7 @@ def _pass(n: int, m: int, strategy: Optional[Any]) -> Callable[[], float]:
     X, Y = synthetic_data(n)
     data = (tf.constant(X), tf.constant(Y))
     batch_size = None if n * m <= POINTS_PER_BATCH else max(1, POINTS_PER_BATCH // m)
-    with strategy.scope() if strategy is not None else contextlib.nullcontext():
-        model = VIJJ(
-            gpflow.kernels.SquaredExponential(lengthscales=np.sqrt(X.shape[1])),
-            gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid),
-            X[:m].copy(),
-            num_data=n,
-            batch_size=batch_size,
-        )
+    model = _model(VIJJ, X, m, strategy, batch_size=batch_size)
     step = tf.function(lambda: model.update_sites(1, data=data), autograph=False)
     return lambda: float(step())
 
@@ -78,9 +86,6 @@ def _pass(n: int, m: int, strategy: Optional[Any]) -> Callable[[], float]:
 def _svi_step(n: int, m: int, batch: int, strategy: Optional[Any]) -> Callable[[], float]:
     """Twenty SVI steps of a PolyaGammaSVGP on the first ``batch`` of n synthetic points, built in
     ``strategy``'s scope (if any); returns a call that runs them and waits for the last."""
-    import contextlib
-
-    import gpflow
     import tensorflow as tf
 
     from ..models import PolyaGammaSVGP
@@ -88,14 +93,7 @@ def _svi_step(n: int, m: int, batch: int, strategy: Optional[Any]) -> Callable[[
 
     X, Y = synthetic_data(n)
     rows = (tf.constant(X[:batch]), tf.constant(Y[:batch]))
-    with strategy.scope() if strategy is not None else contextlib.nullcontext():
-        model = PolyaGammaSVGP(
-            gpflow.kernels.SquaredExponential(lengthscales=np.sqrt(X.shape[1])),
-            gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid),
-            X[:m].copy(),
-            num_data=n,
-        )
-    svi = NaturalGradientSVI(model, step_size=0.1)
+    svi = NaturalGradientSVI(_model(PolyaGammaSVGP, X, m, strategy), step_size=0.1)
 
     def steps() -> float:
         for _ in range(SVI_STEPS - 1):
