@@ -621,16 +621,15 @@ class SiteModel(abc.ABC):
             stats = tf.distribute.get_replica_context().all_reduce(
                 tf.distribute.ReduceOp.SUM, stats
             )
-            natural = tf.nest.map_structure(
-                tf.stop_gradient, natural_gradient_parameters(m, R, stats, scale, rho)
-            )
-            new_m, new_R = whitened_q(*self.stored_q_from_natural(natural, L), L, whiten)
-            return self.rows_expected_sites(X, Y, projection, new_m, new_R), natural
+            natural = natural_gradient_parameters(m, R, stats, scale, rho)
+            new_q = self.stored_q_from_natural(natural, L)  # held fixed
+            new_m, new_R = whitened_q(*new_q, L, whiten)
+            return self.rows_expected_sites(X, Y, projection, new_m, new_R), new_q
 
-        expected, natural = sum_and_gradient_over_replicas(
+        # The new q(u) comes back from the replicas, which formed it: no second factorisation.
+        expected, (q_mu, q_sqrt) = sum_and_gradient_over_replicas(
             replica_step, (X, Y), strategy, (L,), self.trainable_variables  # type: ignore[attr-defined]
         )
-        q_mu, q_sqrt = self.stored_q_from_natural(natural, L)
         self.store_q(q_mu, q_sqrt)
         m, R = whitened_q(q_mu, q_sqrt, L, whiten)
         return sites_elbo(expected, m, R, scale)
