@@ -32,7 +32,7 @@ from gpflow.models import GPModel
 from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from gpflow.utilities import triangular
 
-from ..distribution import StrategyRef, set_trainable, strategy_in_scope
+from ..distribution import set_trainable
 from ..exceptions import IncompatibleLikelihoodError
 from ..gaussian import (
     CollapsedBound,
@@ -65,7 +65,7 @@ from ..validation import (
     signed_labels,
     targets_for_likelihood,
 )
-from .protocol import FULL_DATA_STEPS, QFrame, SiteModel
+from .protocol import FULL_DATA_STEPS, SiteModel
 
 Data = Union[Tuple[tf.Tensor, tf.Tensor], tf.data.Dataset]
 """The data of a call, as :meth:`GaussianSitesModel.training_data` returns them: ``(X, Y)``
@@ -237,8 +237,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             dtype=gpflow.config.default_float(),
             trainable=False,
         )
-        self._q_frame = QFrame(self)
-        self._built_in_strategy = StrategyRef(strategy_in_scope())
+        self.set_up_step_state()
 
     def _inducing_variable(
         self, inducing_variable: Optional[InducingSpec], X: Optional[np.ndarray], seed: int
@@ -376,8 +375,9 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
 
     def _stored_q(self) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
         """
-        The stored q(u) where its sites are read (:class:`QFrame`): whether to read it at the
-        frame's hyperparameters (the frame belongs to it, and they differ from the current ones),
+        The stored q(u) where its sites are read
+        (:class:`~gpflow_fastvi.models.protocol.QFrame`): whether to read it at the frame's
+        hyperparameters (the frame belongs to it, and they differ from the current ones),
         chol(Kmm) there (else at the current ones), and q(v) = N(m, R Rᵀ) whitened by that
         factor. Held fixed: no gradient.
         """
@@ -460,8 +460,8 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         """
         One pass (module docstring): the statistics of the sites, by ``rule``, whose local
         parameters are optimal for the marginals of the stored q(u) (read where it was set,
-        :class:`QFrame`), or of ``q`` = (m, R), q(v) = N(m, R Rᵀ) whitened by ``L``, in batches
-        of :attr:`batch_size`. Differentiable in θ with the local parameters held fixed.
+        :class:`~gpflow_fastvi.models.protocol.QFrame`), or of ``q`` = (m, R), q(v) = N(m, R Rᵀ)
+        whitened by ``L``, in batches of :attr:`batch_size`. Differentiable in θ with the local parameters held fixed.
 
         :param projection: A and diag K̃ of all the data when the caller has them already
             (without batches, where it saves the projection, the dearest part of a pass).
@@ -545,8 +545,8 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         :param site_parameters: the local parameters the first step starts from instead of those
             read off the stored q(u), each [N, 1], for a training loop that keeps them between
             steps (:func:`~gpflow_fastvi.training.persistent_plan`): reading them off q(u) where
-            it was set (:class:`QFrame`) at a trial θ costs a second projection of the data.
-            Then the result also carries the local parameters read off its own q(u), where the
+            it was set (:class:`~gpflow_fastvi.models.protocol.QFrame`) at a trial θ costs a
+            second projection of the data. Then the result also carries the local parameters read off its own q(u), where the
             next step starts. Data as arrays and ``batch_size=None`` only.
         """
         return self._stepped(self.training_data(data), num_updates, site_parameters)

@@ -6,13 +6,13 @@ import gpflow
 import tensorflow as tf
 from gpflow.base import RegressionData
 
-from ..distribution import StrategyRef, set_trainable, strategy_in_scope
+from ..distribution import set_trainable
 from ..exceptions import IncompatibleLikelihoodError
 from ..inducing import make_inducing_variable
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
 from ..types import Route, Sites
 from ..validation import check_logit_bernoulli, checked_signed_labels, positive_int
-from .protocol import FULL_DATA_STEPS, QFrame, SiteModel
+from .protocol import FULL_DATA_STEPS, SiteModel
 
 
 class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
@@ -113,8 +113,7 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
         # q(u) is set by the method's closed-form steps (training_loss, fit), never by gradients.
         set_trainable(self.q_mu, False)
         set_trainable(self.q_sqrt, False)
-        self._q_frame = QFrame(self)
-        self._built_in_strategy = StrategyRef(strategy_in_scope())
+        self.set_up_step_state()
 
     # ----------------------------------------------------------------------------------------------
     # The site rule: Pólya-Gamma sites with c optimal for the current q(f).

@@ -459,6 +459,15 @@ class SiteModel(abc.ABC):
             self.trainable_variables,  # type: ignore[attr-defined]
         )
 
+    def set_up_step_state(self) -> None:
+        """
+        What the steps keep beside the model's variables, set up by each constructor once its
+        variables exist: the :class:`QFrame` of q(u), and the strategy whose scope the model is
+        built in (:attr:`distribute_strategy`), if any.
+        """
+        self._q_frame = QFrame(self)
+        self._built_in_strategy = StrategyRef(strategy_in_scope())
+
     def store_q(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
         """
         Assign ``q_mu`` and ``q_sqrt`` (in the stored frame), set at the current hyperparameters,
