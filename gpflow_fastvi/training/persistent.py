@@ -145,10 +145,12 @@ def persistent_plan(
             warm_start()  # the sites and q(u) of the starting θ
         stopped = False  # whether ``report`` ended the run
         steps = 0
+        reported = False  # whether the run has a row yet
 
         def accepted(intermediate: scipy.optimize.OptimizeResult) -> None:
-            nonlocal stopped, steps
+            nonlocal stopped, steps, reported
             steps += 1
+            reported = True
             if not report(step_sites(intermediate.x)):
                 stopped = True
                 raise StopIteration
@@ -164,10 +166,17 @@ def persistent_plan(
             # since moved, so it may stall short of the optimum: start it again. A fresh start
             # that cannot take a second step is convergence, even when its line search failed:
             # the gradient holds the stepped sites fixed, so near the optimum it is only as exact
-            # as the site steps, and no descent is left to find at that accuracy. On the very
-            # first run a failure is reported.
+            # as the site steps, and no descent is left to find at that accuracy. The very first
+            # run may fail to step for the same reason (a model trained already; inducing inputs
+            # just moved, fit(greedy_rounds=...)): it gets one start again, from the sites
+            # stepped where it stands, recorded as a row.
             if steps <= 1:
-                return None if result.success or restarted else f"L-BFGS-B: {result.message}"
+                if not reported:
+                    reported = True
+                    if not report(step_sites()):
+                        return None
+                if result.success or restarted:
+                    return None
             restarted = True
 
     return TrainingPlan(iterate=iterate, max_iter=max_iter, tol=tol, patience=PATIENCE)
