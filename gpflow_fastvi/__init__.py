@@ -26,6 +26,7 @@ _PUBLIC = {
     "RobbinsMonro": ".training",
     "Trace": ".training",
     "fit": ".training",
+    "greedy_inducing_points": ".inducing",
     "kmeans_inducing_points": ".inducing",
 }
 

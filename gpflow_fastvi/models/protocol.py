@@ -34,6 +34,7 @@ import tensorflow as tf
 from gpflow.base import InputData, MeanAndVariance, RegressionData
 
 from ..distribution import StrategyRef, in_replica, strategy_in_scope
+from ..exceptions import InvalidDataError
 from ..gaussian import (
     NaturalParameters,
     Projection,
@@ -43,6 +44,7 @@ from ..gaussian import (
     marginals,
     natural_gradient_parameters,
     q_from_natural,
+    robust_cholesky,
     sites_elbo,
     step_statistics,
     stored_q,
@@ -57,6 +59,7 @@ from ..validation import (
     check_data,
     check_input_columns,
     checked_inputs,
+    inducing_inputs,
     is_symbolic,
     targets_for_likelihood,
 )
@@ -299,6 +302,52 @@ class SiteModel(abc.ABC):
         return super().predict_log_density(  # type: ignore[misc]
             self.checked_data(data), full_cov=full_cov, full_output_cov=full_output_cov
         )
+
+    # ----------------------------------------------------------------------------------------------
+    # Where the inducing inputs are: greedy selection weighted by the sites, and moving them.
+
+    def site_precisions(self, data: Optional[RegressionData] = None) -> np.ndarray:
+        """
+        The site precisions wᵢ [N] of the points ``data`` = (X, Y) (default: the data the model
+        holds) at the current q(u): how firmly each point's likelihood pins f there. They weight
+        the trace term that :func:`~gpflow_fastvi.greedy_inducing_points` shrinks.
+        """
+        if data is None:
+            data = getattr(self, "data", None)
+            if data is None:
+                raise ValueError(
+                    f"This {type(self).__name__} was built without data: pass (X, Y) to "
+                    "site_precisions."
+                )
+        X, Y = self.checked_data(data)
+        Fmu, Fvar = self._predict_f(X)
+        return self.local_sites(X, Y, Fmu, Fvar).w[:, 0].numpy()
+
+    def move_inducing_inputs(self, Z: Any) -> None:
+        """
+        Put the inducing inputs at ``Z`` [M, D] (as many as now) and q(u) at the current posterior
+        of f there, q(f(Z)): the model keeps what it has learnt, as far as the new inputs can carry
+        it, and a closed-form step starts from there.
+        """
+        Z_old = self.inducing_variable.Z  # type: ignore[attr-defined]
+        Z = tf.constant(inducing_inputs(Z), dtype=Z_old.dtype)
+        if Z.shape != Z_old.shape:
+            raise InvalidDataError(
+                f"Moving the inducing inputs keeps their number and columns, {list(Z_old.shape)}; "
+                f"got {list(Z.shape)}."
+            )
+        L = self.Kmm_cholesky()
+        m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)  # type: ignore[attr-defined]
+        projection = self.projection(Z, L)
+        Gmu, _ = marginals(projection.A, projection.Ktilde_diag, m, R)
+        covariance = marginal_covariance(projection.A, self.kernel(Z), R)  # type: ignore[attr-defined]
+        self.inducing_variable.Z.assign(Z)  # type: ignore[attr-defined]
+        L = self.Kmm_cholesky()
+        m = tf.linalg.triangular_solve(L, Gmu, lower=True)
+        LinvS = tf.linalg.triangular_solve(L, covariance, lower=True)
+        S = tf.linalg.triangular_solve(L, tf.transpose(LinvS), lower=True)  # L⁻¹ Σ L⁻ᵀ
+        R = robust_cholesky(0.5 * (S + tf.transpose(S)), what="q(u) at the new inducing inputs")
+        self.store_q(*stored_q(m, R, L, self.whiten))  # type: ignore[attr-defined]
 
     # ----------------------------------------------------------------------------------------------
     # The same for every site rule.

@@ -9,13 +9,15 @@ iteration cap or a time budget, timing it with the callback's time left out, and
 bar on request.
 """
 
+import contextlib
 import re
 import sys
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+import gpflow
 import numpy as np
 import tensorflow as tf
 from tqdm import TqdmWarning
@@ -31,6 +33,7 @@ from ..validation import (
     positive_int,
     targets_for_likelihood,
 )
+from .greedy import alternate_with_greedy_selection, check_regression_model, titsias_plan
 from .persistent import persistent_plan
 from .plans import TrainingPlan, alternating_plan
 from .svi import svi_plan
@@ -94,6 +97,8 @@ def fit(
     validation: Any = None,
     validation_patience: int = 10,
     strategy: Optional[tf.distribute.Strategy] = None,
+    greedy_rounds: Optional[int] = None,
+    greedy_working_set: Optional[int] = None,
     **options: Any,
 ) -> Trace:
     """
@@ -141,6 +146,18 @@ def fit(
         variables on the host and its passes are shared all the same. Flags that
         :func:`gpflow.set_trainable` set on variables created in a scope are applied first
         (:func:`~gpflow_fastvi.distribution.apply_trainable_flags`).
+    :param greedy_rounds: Titsias's alternating scheme (:mod:`gpflow_fastvi.training.greedy`):
+        this many rounds of choosing the model's M inducing inputs greedily among the training
+        inputs (:func:`~gpflow_fastvi.greedy_inducing_points`, weighted by the sites' precisions
+        at the current q(u), which moves with them) and then training as without it; ``max_iter``
+        and ``tol`` apply to each round, ``time_budget`` to them all. Needs the data in memory;
+        not with ``validation``.
+    :param greedy_working_set: the selection's working set size (``None``: every training input).
+
+    **GPflow's SGPR.** ``fit(sgpr)`` trains a :class:`gpflow.models.SGPR` by Titsias's scheme
+    (:func:`~gpflow_fastvi.training.greedy.titsias_plan`, ``method="titsias"``): L-BFGS-B on the
+    kernel's hyperparameters, then the noise variance in closed form, repeated; with
+    ``greedy_rounds``, the paper's whole Algorithm 2.
 
     **Failures.** After every outer iteration the model's variables (hyperparameters and q(u))
     are copied. If a later iteration fails (a Cholesky factorisation that escalating jitter could
@@ -150,10 +167,63 @@ def fit(
     ``FloatingPointError``. Interrupted (Ctrl-C, ``KeyboardInterrupt``), the model is put back the
     same way and ``fit`` returns the trace so far, with ``stop_reason`` ``"interrupted"``.
     """
+    if isinstance(model, gpflow.models.SGPR):
+        route_name, make_plan, scope = _sgpr_route(
+            model, data, method, strategy, options, inducing_selected=greedy_rounds is not None
+        )
+    else:
+        route_name, make_plan = _site_model_route(model, data, method, options)
+        scope = model.distributed_by(check_strategy(strategy))
+    early_stop = (
+        None
+        if validation is None
+        else ValidationStop(
+            model, validation, positive_int(validation_patience, "validation_patience")
+        )
+    )
+    if greedy_rounds is not None and early_stop is not None:
+        raise ValueError(
+            "fit() takes greedy_rounds or validation, not both: a validation stop would restore "
+            "inducing inputs of an earlier round."
+        )
+
+    def train(budget: Optional[float]) -> Trace:
+        return run_plan(
+            make_plan(),
+            model,
+            method=route_name,
+            max_iter=max_iter,
+            tol=tol,
+            time_budget=budget,
+            callback=callback,
+            progress=progress,
+            validation=early_stop,
+        )
+
+    with scope:
+        if isinstance(model, SiteModel):
+            apply_trainable_flags(model)
+        if greedy_rounds is None:
+            return train(time_budget)
+        return alternate_with_greedy_selection(
+            model,
+            data,
+            train,
+            rounds=greedy_rounds,
+            working_set_size=greedy_working_set,
+            time_budget=time_budget,
+        )
+
+
+def _site_model_route(
+    model: Any, data: Any, method: Optional[str], options: Mapping[str, Any]
+) -> Tuple[str, Callable[[], TrainingPlan]]:
+    """The route ``fit`` takes for one of this package's models, checked, and its plan's maker."""
     if not isinstance(model, SiteModel):
         raise TypeError(
-            f"fit() trains gpflow_fastvi models; {type(model).__name__} has no training routes. "
-            "Train GPflow models with gpflow.optimizers.Scipy or a Keras optimiser."
+            f"fit() trains gpflow_fastvi models and GPflow's SGPR; {type(model).__name__} has no "
+            "training routes. Train other GPflow models with gpflow.optimizers.Scipy or a Keras "
+            "optimiser."
         )
     name = type(model).__name__
     route_name = model.default_route if method is None else method
@@ -177,27 +247,36 @@ def fit(
         )
     if not holds_data and data is None:
         raise ValueError(f"This {name} was built without data: call fit(model, (X, Y), ...).")
-    early_stop = (
-        None
-        if validation is None
-        else ValidationStop(
-            model, validation, positive_int(validation_patience, "validation_patience")
+    settings = {**route.settings, **route.options, **options}
+    return route_name, lambda: DRIVERS[route.driver](model, data, **settings)
+
+
+def _sgpr_route(
+    model: gpflow.models.SGPR,
+    data: Any,
+    method: Optional[str],
+    strategy: Optional[tf.distribute.Strategy],
+    options: Mapping[str, Any],
+    *,
+    inducing_selected: bool,
+) -> Tuple[str, Callable[[], TrainingPlan], Any]:
+    """Titsias's scheme for GPflow's SGPR, the one route ``fit`` offers it, checked."""
+    if method not in (None, "titsias"):
+        raise ValueError(f"method must be 'titsias' for SGPR; got {method!r}.")
+    if data is not None:
+        raise ValueError("An SGPR holds its training data: call fit(model) without data.")
+    if strategy is not None:
+        raise ValueError(
+            "fit() trains an SGPR on one device; strategy is for this package's models."
         )
-    )
-    with model.distributed_by(check_strategy(strategy)):
-        apply_trainable_flags(model)
-        plan = DRIVERS[route.driver](model, data, **route.settings, **{**route.options, **options})
-        return run_plan(
-            plan,
-            model,
-            method=route_name,
-            max_iter=max_iter,
-            tol=tol,
-            time_budget=time_budget,
-            callback=callback,
-            progress=progress,
-            validation=early_stop,
+    if options:
+        raise TypeError(
+            f"fit() got keyword(s) {', '.join(sorted(options))} that SGPR (method='titsias') does "
+            "not take; it takes none."
         )
+    check_regression_model(model)
+    plan = lambda: titsias_plan(model, inducing_selected=inducing_selected)  # noqa: E731
+    return "titsias", plan, contextlib.nullcontext()
 
 
 class ValidationStop:

@@ -1,0 +1,152 @@
+"""
+Titsias's alternating scheme: greedy inducing inputs between rounds of training
+(:cite:t:`titsias2009variational`; Algorithm 2 of the notes in the references).
+
+A round selects the M inducing inputs greedily among the training inputs
+(:func:`~gpflow_fastvi.greedy_inducing_points`) at the current hyperparameters, then trains. For
+GPflow's :class:`~gpflow.models.SGPR` the training is the paper's own: L-BFGS-B on the kernel's
+hyperparameters θ with the noise variance σ² fixed, then σ² in closed form
+(:func:`titsias_plan`). For this package's classification models it is the model's own route,
+and the selection weights the trace term by the sites' precisions at the current q(u)
+(:meth:`~gpflow_fastvi.models.protocol.SiteModel.site_precisions`): points the likelihood pins
+firmly count more.
+"""
+
+import time
+from typing import Any, Callable, Optional
+
+import gpflow
+import tensorflow as tf
+
+from ..inducing import greedy_inducing_points
+from ..validation import check_data, positive_int
+from .plans import LBFGSStage, TrainingPlan
+
+
+def titsias_plan(
+    model: gpflow.models.SGPR,
+    *,
+    inducing_selected: bool = False,
+    max_iter: int = 100,
+    tol: float = 1e-6,
+) -> TrainingPlan:
+    """
+    One outer iteration: L-BFGS-B on SGPR's bound over the trainable parameters other than the
+    likelihood's variance (to convergence, warm-started), then the variance set to its optimum
+    for the current optimal q(u),
+
+        σ² = (1/N) Σᵢ E_q[(yᵢ − fᵢ)²] = (1/N) Σᵢ ((yᵢ − E fᵢ)² + Var fᵢ),
+
+    with q(f) SGPR's own predictive at the training inputs. Each half raises the bound (the σ²
+    step is an EM step: it maximises the uncollapsed bound at fixed q(u), and collapsing again
+    can only add), so the objective, SGPR's ELBO, never falls. A σ² made non-trainable with
+    :func:`gpflow.set_trainable` is left alone.
+
+    :param inducing_selected: the inducing inputs are the greedy selection's (``greedy_rounds``),
+        so L-BFGS-B leaves them where they are, as in the paper, even where GPflow made them
+        trainable; otherwise they are optimised if they are trainable.
+    """
+    check_regression_model(model)
+    variance = model.likelihood.variance
+    X, Y = model.data
+    held = {id(variance.unconstrained_variable)}
+    if inducing_selected:
+        held |= {id(v) for v in model.inducing_variable.trainable_variables}
+    hyperparameters = [v for v in model.trainable_variables if id(v) not in held]
+
+    def loss() -> tf.Tensor:
+        return model.training_loss()
+
+    lbfgs = LBFGSStage(loss, hyperparameters, None) if hyperparameters else None
+    lower = float(getattr(model.likelihood, "variance_lower_bound", 0.0) or 0.0)
+
+    @tf.function(autograph=False)
+    def noise_step() -> tf.Tensor:
+        Fmu, Fvar = model.predict_f(X)
+        optimum = tf.reduce_mean(tf.square(Y - Fmu) + Fvar)
+        variance.assign(tf.maximum(optimum, lower * (1.0 + 1e-6)))
+        return model.elbo()
+
+    def step() -> float:
+        if lbfgs is not None:
+            lbfgs()
+        if variance.trainable:
+            return float(noise_step())
+        return float(model.elbo())
+
+    return TrainingPlan.from_step(step, max_iter=max_iter, tol=tol)
+
+
+def check_regression_model(model: gpflow.models.SGPR) -> None:
+    """A clear error unless ``model`` is an SGPR with scalar (homoscedastic) Gaussian noise."""
+    likelihood = model.likelihood
+    if type(likelihood) is not gpflow.likelihoods.Gaussian or likelihood.variance.shape.rank != 0:
+        raise TypeError(
+            "fit() trains an SGPR by Titsias's scheme, whose closed-form noise step needs "
+            "gpflow.likelihoods.Gaussian with one scalar variance; got "
+            f"{type(likelihood).__name__}. Train this model with gpflow.optimizers.Scipy."
+        )
+
+
+def alternate_with_greedy_selection(
+    model: Any,
+    data: Any,
+    train: Callable[[Optional[float]], Any],
+    *,
+    rounds: int,
+    working_set_size: Optional[int],
+    time_budget: Optional[float],
+) -> Any:
+    """
+    ``rounds`` times: select the inducing inputs greedily among the training inputs (weighted by
+    the sites' precisions for a site model), then ``train(time_left)`` (a :func:`run_plan` call
+    returning a :class:`~gpflow_fastvi.Trace`). The rounds' traces are joined into one, each row
+    marked with its ``round``, its ``iteration`` and ``time`` counted from the first round, the
+    selections' time included; the last round's ``stop_reason`` is the trace's. A time budget is
+    shared by all the rounds.
+    """
+    rounds = positive_int(rounds, "greedy_rounds")
+    if data is None:
+        data = model.data
+    if not isinstance(data, (tuple, list)):
+        raise TypeError(
+            "greedy_rounds selects the inducing inputs among the training inputs, so it needs the "
+            f"data in memory as (X, Y); got {type(data).__name__}."
+        )
+    X, Y = check_data(data)
+    M = model.inducing_variable.Z.shape[0]
+    joined = None
+    elapsed = 0.0
+    for r in range(rounds):
+        if time_budget is not None and elapsed >= time_budget:
+            break
+        started = time.perf_counter()
+        if isinstance(model, gpflow.models.SGPR):
+            Z = greedy_inducing_points(
+                X, model.kernel, M, working_set_size=working_set_size, seed=r
+            )
+            model.inducing_variable.Z.assign(Z)
+        else:
+            weights = model.site_precisions((X, Y))
+            model.move_inducing_inputs(
+                greedy_inducing_points(
+                    X, model.kernel, M, working_set_size=working_set_size, weights=weights, seed=r
+                )
+            )
+        elapsed += time.perf_counter() - started
+        trace = train(None if time_budget is None else max(time_budget - elapsed, 1e-9))
+        for row in trace.rows:
+            row["round"] = r + 1
+            row["time"] += elapsed
+        if joined is None:
+            joined = trace
+        else:
+            for row in trace.rows:
+                row["iteration"] += len(joined.rows)
+            joined.rows.extend(trace.rows)
+            joined.stop_reason = trace.stop_reason
+        if trace.rows:
+            elapsed = joined.rows[-1]["time"]
+        if trace.stop_reason in ("interrupted", "time_budget"):
+            break
+    return joined
