@@ -10,7 +10,9 @@ on one data set for the same time budget each, prints a table, and writes a figu
 
 ``gpflow-fastvi bench`` runs every model and GPflow baseline on the benchmark sets into
 ``results.json``; ``gpflow-fastvi plot`` draws its figures and table; ``gpflow-fastvi scaling``
-times one update of the shared core against n and m (see :mod:`gpflow_fastvi.benchmarks`).
+times one update of the shared core against n and m (see :mod:`gpflow_fastvi.benchmarks`);
+``gpflow-fastvi inducing`` compares random, k-means and greedy inducing inputs against M (see
+:mod:`gpflow_fastvi.benchmarks.inducing`).
 
 The sub-commands' arguments are defined in :mod:`gpflow_fastvi.benchmarks.cli_args`, their
 choices and defaults in :mod:`gpflow_fastvi.benchmarks.choices`. Only the standard library and those
@@ -28,6 +30,7 @@ from ._version import __version__
 from .benchmarks.cli_args import (
     add_bench_commands,
     add_compare_command,
+    add_inducing_command,
     add_kl_correction_command,
 )
 
@@ -43,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_command(commands)
     add_kl_correction_command(commands)
     add_bench_commands(commands)
+    add_inducing_command(commands)
     return parser
 
 
@@ -213,6 +217,16 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inducing(args: argparse.Namespace) -> int:
+    from .benchmarks import inducing
+
+    try:
+        inducing.run(args)
+    except (OSError, ValueError) as error:  # missing or damaged data, M larger than the set
+        return _fail(error)
+    return 0
+
+
 def _scaling(args: argparse.Namespace) -> int:
     import json
 
@@ -288,6 +302,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _plot(args)
     if args.command == "scaling":
         return _scaling(args)
+    if args.command == "inducing":
+        return _inducing(args)
     parser.error(f"unknown command {args.command!r}")  # unreachable: argparse checks the choice
     return 2
 

@@ -252,3 +252,21 @@ def test_methods_reach_run_comparison(tmp_path: Path, monkeypatch, capsys) -> No
     out = capsys.readouterr().out
     assert "per method (PolyaGammaSVGP, SVGP + NatGrad + Adam)" in out
     assert "Time to target, PolyaGammaSVGP / SVGP + NatGrad + Adam:" in out
+
+
+def test_inducing_sweep_prints_a_row_per_placement_and_m(capsys) -> None:
+    """`gpflow-fastvi inducing banana`, small: every placement trains, and the greedy selection's
+    trace term is below random rows' (it shrinks exactly that)."""
+    status = main(["inducing", "banana", "--m", "6", "--placements", "random,greedy,greedy rounds"])
+    assert status == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 6 |")]
+    assert [row.split("|")[2].strip() for row in rows] == ["random", "greedy", "greedy rounds"]
+    trace = {row.split("|")[2].strip(): float(row.split("|")[3]) for row in rows}
+    assert trace["greedy"] < trace["random"]
+    accuracy = [float(row.split("|")[7]) for row in rows]
+    assert all(a > 0.6 for a in accuracy)
+
+
+def test_inducing_sweep_refuses_more_inducing_inputs_than_points(capsys) -> None:
+    assert main(["inducing", "banana", "--m", "100000", "--placements", "kmeans"]) == 1
+    assert "between 1 and the number of data points" in capsys.readouterr().err

@@ -153,7 +153,25 @@ KL_CORRECTION_MAX_ITER = 10_000
 KL_CORRECTION_MAXFUN = 20
 """The default number of L-BFGS-B evaluations per M-step."""
 
+# --------------------------------------------------------------------------------------------------
+# Where the inducing inputs go (``gpflow-fastvi inducing``)
+# --------------------------------------------------------------------------------------------------
+
+PLACEMENTS: Tuple[str, ...] = ("random", "kmeans", "greedy", "greedy rounds")
+"""The placements of inducing inputs that ``inducing`` compares."""
+INDUCING_M: Tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+"""The default numbers of inducing inputs of ``inducing``."""
+INDUCING_WORKING_SET = 100
+"""The default working set of ``inducing``'s greedy selections."""
+INDUCING_ROUNDS = 2
+"""The default selections of ``inducing``'s ``greedy rounds``."""
+
+
 __all__ = [
+    "INDUCING_M",
+    "INDUCING_ROUNDS",
+    "INDUCING_WORKING_SET",
+    "PLACEMENTS",
     "ADAM_GRID",
     "ADAM_NAME",
     "ALL_METHODS",

@@ -26,10 +26,14 @@ from .choices import (
     DATA_DIR_VARIABLE,
     DEFAULT_ADAM_LR,
     DEFAULT_METHODS,
+    INDUCING_M,
+    INDUCING_ROUNDS,
+    INDUCING_WORKING_SET,
     KL_CORRECTION_MAX_ITER,
     KL_CORRECTION_MAXFUN,
     KL_CORRECTION_OUT,
     KL_CORRECTION_TOL,
+    PLACEMENTS,
     RAETSCH_NAMES,
     SCALING_FIXED_M,
     SCALING_FIXED_N,
@@ -438,3 +442,67 @@ __all__ = [
     "positive",
     "positive_list",
 ]
+
+
+def add_inducing_command(commands: Any) -> argparse.ArgumentParser:
+    """Add ``inducing`` (:mod:`gpflow_fastvi.benchmarks.inducing`) to ``commands``."""
+    inducing = commands.add_parser(
+        "inducing",
+        help="test accuracy and NLL against M for random, k-means and greedy inducing inputs",
+        description=(
+            "For each M, place M inducing inputs at random rows, k-means centres, by greedy "
+            "selection (trace criterion, at the starting kernel) and by fit's greedy rounds "
+            "(the selection redone at the trained kernel, weighted by the sites), train VIJJ by "
+            "fit with them held fixed, and print the trace term, the seconds, the ELBO and the "
+            "test figures as a Markdown table."
+        ),
+    )
+    add_inducing_arguments(inducing)
+    return inducing
+
+
+def add_inducing_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``inducing`` (also ``python -m gpflow_fastvi.benchmarks.inducing``)."""
+    parser.add_argument("name", choices=BENCH_SET_NAMES, help="the benchmark set")
+    parser.add_argument(
+        "--m",
+        metavar="LIST",
+        type=positive_list(int),
+        default=INDUCING_M,
+        help=f"numbers of inducing inputs (default: {_numbers(INDUCING_M)})",
+    )
+    parser.add_argument(
+        "--placements",
+        metavar="LIST",
+        type=choice_list(PLACEMENTS, "placement(s)"),
+        default=PLACEMENTS,
+        help=f"comma-separated, quoted, from {', '.join(PLACEMENTS)}; or 'all' (default: all)",
+    )
+    parser.add_argument(
+        "--working-set",
+        metavar="J",
+        type=int,
+        default=INDUCING_WORKING_SET,
+        help=f"greedy working set size, 0 for every row (default: {INDUCING_WORKING_SET})",
+    )
+    parser.add_argument(
+        "--rounds",
+        metavar="R",
+        type=positive(int),
+        default=INDUCING_ROUNDS,
+        help=f"selections of 'greedy rounds' (default: {INDUCING_ROUNDS})",
+    )
+    parser.add_argument(
+        "--time-budget",
+        metavar="S",
+        type=positive(float),
+        default=None,
+        help="training seconds per fit (default: none, fit to convergence)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="split, random rows, k-means, draws")
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        default=None,
+        help=f"directory holding the benchmark files (default: ${DATA_DIR_VARIABLE})",
+    )
