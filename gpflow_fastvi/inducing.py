@@ -89,7 +89,7 @@ def greedy_inducing_points(
     Start from no inducing inputs. At each step draw a working set of the rows not yet chosen
     (all of them when ``working_set_size`` is None) and add the one that scores highest:
 
-    - ``criterion="trace"``: its exact reduction of the trace, Σᵢ wᵢ rᵢⱼ² / rⱼⱼ, where
+    - ``criterion="trace"``: its exact reduction of the trace, Σᵢ wᵢ rᵢⱼ² / (rⱼⱼ + ε), where
       r = Knn − Qnn is the covariance of f given the inputs chosen so far. Each step costs
       O(N·J·(D + m)) for a working set of J rows, so O(N·J·M²) in all; the full working set keeps
       Σᵢ wᵢ rᵢⱼ² for every row up to date instead, one pass over the N × N kernel matrix per step
@@ -102,9 +102,13 @@ def greedy_inducing_points(
     times better (on the banana set with M = 8, a trace of 463 against pivoted Cholesky's 2053 and
     k-means's 472), while the variance criterion is the cheap one for large N.
 
-    Both keep the rows of L⁻¹Kmn (L = chol(Kmm)) and the diagonal of r, updated by one row per
-    step (the incremental Cholesky factorisation): memory O(N·M) plus one block of kernel
-    evaluations, never an N × N matrix.
+    Both keep the rows of L⁻¹Kmn (L = chol(Kmm + εI)) and the diagonal of r, updated by one row
+    per step (the incremental Cholesky factorisation): memory O(N·M) plus one block of kernel
+    evaluations, never an N × N matrix. ε is GPflow's jitter (:func:`gpflow.config.default_jitter`),
+    which the models add to Kmm too: Qnn is theirs, a pivot's variance rⱼⱼ + ε never vanishes, and
+    once the inputs chosen explain Knn to within ε (a smooth kernel in few dimensions: on banana
+    after about 125 inputs) the next choices are still made, so that Z has M rows, and add
+    little.
 
     :param X: training inputs [N, D].
     :param kernel: the GPflow kernel whose Knn the inputs should summarise (its current
@@ -118,8 +122,7 @@ def greedy_inducing_points(
     :param seed: seeds the working sets (unused when ``working_set_size`` is None).
     :param criterion: ``"trace"`` or ``"variance"``, as above.
     :returns: Z [M, D], a copy of the chosen rows in the order they were chosen.
-    :raises InvalidDataError: for bad inputs, or when fewer than M rows of ``X`` have a
-        conditional variance above round-off (repeated rows; a kernel of low rank).
+    :raises InvalidDataError: for bad inputs (M outside 1 … N among them).
     """
     X = as_float_array(X, "X")
     N = X.shape[0]
@@ -146,8 +149,7 @@ def greedy_inducing_points(
 
     everything = np.arange(N)
     d = kernel(X, full_cov=False).numpy().copy()  # rⱼⱼ, the diagonal of Knn − Qnn
-    # Rows whose conditional variance is round-off would make Kmm singular: never candidates.
-    floor = N * np.finfo(np.float64).eps * max(float(np.max(d)), np.finfo(np.float64).tiny)
+    jitter = gpflow.config.default_jitter()
     V = np.zeros((num_inducing, N))  # rows of L⁻¹ Kmn, one per chosen input
     chosen = np.zeros(N, dtype=bool)
     keeps_all_scores = criterion == "trace" and working_set_size is None
@@ -155,24 +157,19 @@ def greedy_inducing_points(
         s = _knn_product(X, kernel, w, squared=True)  # Σᵢ wᵢ rᵢⱼ² with m = 0
     order = []
     for m in range(num_inducing):
-        candidates = everything[~chosen & (d > floor)]
-        if candidates.size == 0:
-            raise InvalidDataError(
-                f"Only {m} rows of X have a conditional variance above round-off under this "
-                f"kernel, so {num_inducing} inducing inputs cannot be chosen among them (repeated "
-                "rows, or a kernel of low rank); ask for fewer."
-            )
+        candidates = everything[~chosen]
         if working_set_size is not None and candidates.size > working_set_size:
             candidates = rng.choice(candidates, working_set_size, replace=False)
         if criterion == "variance":
             scores = w[candidates] * d[candidates]
         elif keeps_all_scores:
-            scores = s[candidates] / d[candidates]
+            scores = s[candidates] / (d[candidates] + jitter)
         else:
             r = k(everything, candidates) - V[:m].T @ V[:m, candidates]  # [N, J]
-            scores = (w @ r**2) / d[candidates]
+            scores = (w @ r**2) / (d[candidates] + jitter)
         j = int(candidates[np.argmax(scores)])
-        u = (k(everything, [j])[:, 0] - V[:m].T @ V[:m, j]) / np.sqrt(d[j])  # r[:, j] / √rⱼⱼ
+        # The new row of L⁻¹Kmn: r[:, j] / √(rⱼⱼ + ε), ε on the pivot alone (it is on Kmm's diagonal).
+        u = (k(everything, [j])[:, 0] - V[:m].T @ V[:m, j]) / np.sqrt(d[j] + jitter)
         if keeps_all_scores:
             # r ← r − u uᵀ, so Σᵢ wᵢ rᵢⱼ² ← Σᵢ wᵢ rᵢⱼ² − 2 uⱼ (r W u)ⱼ + uⱼ² Σᵢ wᵢ uᵢ².
             wu = w * u
@@ -180,7 +177,6 @@ def greedy_inducing_points(
             s = s - 2.0 * u * rwu + u**2 * (wu @ u)
         V[m] = u
         d = d - u**2
-        d[j] = 0.0
         chosen[j] = True
         order.append(j)
     return X[order].copy()

@@ -21,6 +21,7 @@ import tensorflow as tf
 from ..inducing import greedy_inducing_points
 from ..validation import check_data, positive_int
 from .plans import LBFGSStage, TrainingPlan
+from .snapshot import Snapshot
 
 
 def titsias_plan(
@@ -104,6 +105,13 @@ def alternate_with_greedy_selection(
     marked with its ``round``, its ``iteration`` and ``time`` counted from the first round, the
     selections' time included; the last round's ``stop_reason`` is the trace's. A time budget is
     shared by all the rounds.
+
+    The selection shrinks one term of the bound, not the bound itself, so a round can end lower
+    than the one before it (on banana with M = 16, at unit starting lengthscales, the second and
+    third rounds ended 3.7 and 15 nats lower). A round is kept only if it ends with a higher
+    objective than every round before it; otherwise the model goes back to the best round's end
+    (its inducing inputs, hyperparameters and q(u)) and the rounds stop there, with
+    ``stop_reason`` ``"converged"``.
     """
     rounds = positive_int(rounds, "greedy_rounds")
     if data is None:
@@ -117,6 +125,8 @@ def alternate_with_greedy_selection(
     M = model.inducing_variable.Z.shape[0]
     joined = None
     elapsed = 0.0
+    best: Optional[Snapshot] = None  # the model at the end of the best round so far
+    best_objective = -float("inf")
     for r in range(rounds):
         if time_budget is not None and elapsed >= time_budget:
             break
@@ -147,6 +157,12 @@ def alternate_with_greedy_selection(
             joined.stop_reason = trace.stop_reason
         if trace.rows:
             elapsed = joined.rows[-1]["time"]
+            objective = trace.rows[-1]["objective"]
+            if best is not None and objective <= best_objective:
+                best.restore()
+                joined.stop_reason = "converged"
+                break
+            best, best_objective = Snapshot(model), objective
         if trace.stop_reason in ("interrupted", "time_budget"):
             break
     return joined

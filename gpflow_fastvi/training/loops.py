@@ -36,6 +36,7 @@ from ..validation import (
 from .greedy import alternate_with_greedy_selection, check_regression_model, titsias_plan
 from .persistent import persistent_plan
 from .plans import TrainingPlan, alternating_plan
+from .snapshot import Snapshot
 from .svi import svi_plan
 
 DRIVERS: Mapping[str, Callable[..., TrainingPlan]] = {
@@ -150,8 +151,9 @@ def fit(
         this many rounds of choosing the model's M inducing inputs greedily among the training
         inputs (:func:`~gpflow_fastvi.greedy_inducing_points`, weighted by the sites' precisions
         at the current q(u), which moves with them) and then training as without it; ``max_iter``
-        and ``tol`` apply to each round, ``time_budget`` to them all. Needs the data in memory;
-        not with ``validation``.
+        and ``tol`` apply to each round, ``time_budget`` to them all. A round that does not end
+        with a higher objective than the rounds before it is undone, and ends the rounds. Needs
+        the data in memory; not with ``validation``.
     :param greedy_working_set: the selection's working set size (``None``: every training input).
 
     **GPflow's SGPR.** ``fit(sgpr)`` trains a :class:`gpflow.models.SGPR` by Titsias's scheme
@@ -357,7 +359,7 @@ def run_plan(
             bar.bar_format = "{l_bar}{bar}| {n:.1f}/{total:g} s {postfix}"
         else:
             bar = tqdm(total=max_iter, unit="it", disable=not progress, desc=description)
-    last_good = _Snapshot(model)  # the state the model returns to if an iteration fails
+    last_good = Snapshot(model)  # the state the model returns to if an iteration fails
     progress_state: Dict[str, Any] = {"elapsed": 0.0, "previous": None, "small_changes": 0}
     clock = [time.perf_counter()]  # when the current iteration started, callback time left out
 
@@ -425,33 +427,6 @@ def run_plan(
     finally:
         bar.close()
     return trace
-
-
-class _Snapshot:
-    """
-    A copy of a model's variables (hyperparameters and q(u): O(M²) numbers), taken after every
-    successful iteration, to put the model back to when a later one fails or is interrupted.
-    """
-
-    def __init__(self, model: Any):
-        self.model = model
-        self.variables = tuple(getattr(model, "variables", ()))
-        self.values = self.read()
-
-    def read(self) -> List[np.ndarray]:
-        """The variables' current values, copied."""
-        return [variable.numpy() for variable in self.variables]
-
-    @staticmethod
-    def finite(values: List[np.ndarray]) -> bool:
-        """Whether every floating-point value among ``values`` is finite."""
-        return all(np.all(np.isfinite(v)) for v in values if np.issubdtype(v.dtype, np.floating))
-
-    def restore(self) -> None:
-        for variable, value in zip(self.variables, self.values):
-            variable.assign(value)
-        if hasattr(self.model, "store_q"):  # q(u) was set at the restored hyperparameters
-            self.model.store_q(self.model.q_mu, self.model.q_sqrt)
 
 
 def cholesky_hint(message: str) -> str:
