@@ -20,6 +20,7 @@ _PUBLIC = {
     "GaussianSitesModel": ".models",
     "KLCorrected": ".models",
     "PolyaGammaSVGP": ".models",
+    "VIConcave": ".models",
     "VIJJ": ".models",
     "VITaylor": ".models",
     "NaturalGradientSVI": ".training",

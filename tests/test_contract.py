@@ -39,6 +39,7 @@ FACTORIES = {
     fv.VITaylor: _swapped(fv.VITaylor, _logit),
     fv.KLCorrected: _swapped(fv.KLCorrected, PROBIT),
     fv.PolyaGammaSVGP: _swapped(fv.PolyaGammaSVGP, _logit),
+    fv.VIConcave: _swapped(fv.VIConcave, _logit),
 }
 """How the contract builds each model on binary data (X, Y) with inducing inputs Z: with SVGP's
 signature, the data per call."""
@@ -47,6 +48,7 @@ HOLDING = {
     fv.VIJJ: lambda data, Z: fv.VIJJ(data, _kernel(), Z),
     fv.VITaylor: lambda data, Z: fv.VITaylor(data, _kernel(), Z),
     fv.KLCorrected: lambda data, Z: fv.KLCorrected(data, _kernel(), inducing_variable=Z),
+    fv.VIConcave: lambda data, Z: fv.VIConcave(data, _kernel(), inducing_variable=Z),
 }
 """The data-holding (SGPR-like) form, for the models that have one."""
 

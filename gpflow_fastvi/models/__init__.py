@@ -4,10 +4,11 @@ from .base import GaussianSitesModel
 from .kl_corrected import KLCorrected
 from .polya_gamma import PolyaGammaSVGP
 from .protocol import SiteModel
+from .vi_concave import VIConcave
 from .vi_jj import VIJJ
 from .vi_taylor import VITaylor
 
-ALL_MODELS = (VIJJ, VITaylor, PolyaGammaSVGP, KLCorrected)
+ALL_MODELS = (VIJJ, VITaylor, PolyaGammaSVGP, KLCorrected, VIConcave)
 """Every model class of the package, in the order of the docs' model table."""
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "KLCorrected",
     "PolyaGammaSVGP",
     "SiteModel",
+    "VIConcave",
     "VIJJ",
     "VITaylor",
 ]

@@ -155,6 +155,11 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
 
     data_first_positional: ClassVar[Tuple[str, ...]] = ("kernel", "inducing_variable")
     """The names of the positional arguments after the data in the data-first form."""
+    steps_from_site_parameters: ClassVar[bool] = True
+    """Whether :meth:`stepped_sites` can start from given local site parameters, which a training
+    loop then keeps between evaluations (the persistent route, in memory); ``False`` for a model
+    whose step starts from q(u) itself (:class:`~gpflow_fastvi.VIConcave`, whose step is measured
+    against the ELBO of the q(u) it leaves)."""
 
     def __init__(
         self,
@@ -775,14 +780,20 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         return self.elbo(data)
 
     def _expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        """Σᵢ E_q[log p(yᵢ | fᵢ)] over the points (X, Y) at the model's q(f)."""
+        return tf.reduce_sum(self.expected_log_density(X, Y, *self._predict_f(X)))
+
+    def expected_log_density(
+        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
+    ) -> tf.Tensor:
         """
-        Σᵢ E_q[log p(yᵢ | fᵢ)] over the points (X, Y), by the likelihood's own quadrature
-        (for the logit Bernoulli the same Gauss–Hermite rule on :func:`logit_log_prob`).
+        E_{N(fᵢ | Fmu, Fvar)}[log p(yᵢ | fᵢ)] [N], by the likelihood's own quadrature (closed form
+        where GPflow has one; for the logit Bernoulli the same Gauss–Hermite rule on
+        :func:`logit_log_prob`, finite everywhere).
         """
-        Fmu, Fvar = self._predict_f(X)
         if not self._logit_bernoulli:
-            return tf.reduce_sum(self.likelihood.variational_expectations(X, Fmu, Fvar, Y))
-        return tf.reduce_sum(self.likelihood.quadrature(logit_log_prob, Fmu, Fvar, Y=Y))
+            return self.likelihood.variational_expectations(X, Fmu, Fvar, Y)
+        return self.likelihood.quadrature(logit_log_prob, Fmu, Fvar, Y=Y)[:, 0]
 
     def posterior(
         self, precompute_cache: PrecomputeCacheType = PrecomputeCacheType.TENSOR

@@ -8,14 +8,18 @@ rule                   bᵢ              wᵢ                               boun
 Jaakkola–Jordan        yᵢ / 2          2 λ(ξᵢ), λ(ξ) = tanh(ξ/2)/(4ξ)   yes
 Taylor at ξᵢ           gᵢ + wᵢ ξᵢ      −hᵢ (derivatives of log p)        no (local)
 Pólya-Gamma            yᵢ / 2          E[ωᵢ] = tanh(cᵢ/2)/(2cᵢ)          yes
+expectation at q(fᵢ)   ∂fᵦ/∂m + wᵢ mᵢ  −2 ∂fᵦ/∂v, fᵦ = E_q[log p]      the ELBO
 =====================  ==============  ===============================  ==========
 """
 
+from .expectation import expectation_sites, expected_log_density_gradient
 from .jaakkola_jordan import jj_lambda, jj_log_sigmoid_bound, jj_optimal_xi, jj_sites
 from .polya_gamma import pg_kl, pg_mean, pg_optimal_c, pg_sites
 from .taylor import log_density_derivatives, taylor_sites
 
 __all__ = [
+    "expectation_sites",
+    "expected_log_density_gradient",
     "jj_lambda",
     "jj_log_sigmoid_bound",
     "jj_optimal_xi",

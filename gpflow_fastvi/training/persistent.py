@@ -94,14 +94,15 @@ def persistent_plan(
     # With the data in memory, the run keeps the local parameters of the last accepted sites (the
     # model keeps none): a trial θ then starts from them rather than reading them off q(u) where
     # it was set, which costs a second projection of the data. A stream, or a strategy's
-    # replicas (each projecting its own rows), read them again.
-    in_memory = model.projects_all_at_once(data)
+    # replicas (each projecting its own rows), read them again; so does a model whose step starts
+    # from q(u) itself (steps_from_site_parameters).
+    keeps_sites = model.projects_all_at_once(data) and model.steps_from_site_parameters
     # The starting q(u) is read at the starting θ until the first iterate is accepted, whichever θ
     # L-BFGS-B tries (its frame, models.protocol.QFrame), in memory as streamed.
     model.store_q(tf.convert_to_tensor(model.q_mu), tf.convert_to_tensor(model.q_sqrt))
     accepted_sites = (
         [tf.Variable(p, trainable=False) for p in model.site_parameters(data)]
-        if in_memory and variables
+        if keeps_sites and variables
         else None
     )
 

@@ -1,0 +1,226 @@
+"""VIConcave: the standard variational bound by convergent site steps (paper 003, Khan, Mohamed & Murphy)."""
+
+from typing import Any, ClassVar, Optional, Tuple
+
+import gpflow
+import tensorflow as tf
+from gpflow.base import RegressionData
+
+from ..gaussian import (
+    kl_to_prior,
+    marginals,
+    natural_gradient_parameters,
+    q_from_natural,
+    shift_sites,
+    statistics_from_projection,
+    stored_q,
+    whitened_q,
+)
+from ..gaussian.natural import expected_sites
+from ..sites.expectation import expectation_sites
+from ..types import Sites, SiteStatistics, SteppedSites
+from ..validation import check_log_concave, check_scalar_likelihood, positive_int
+from .base import PERSISTENT_ROUTE, Data, GaussianSitesModel
+
+MAX_HALVINGS = 12
+"""The most times a step of :class:`VIConcave` halves its size ρ (from 1 down to 2⁻¹²) looking for
+one that does not lower the ELBO; if none does, q(u) stays where it is."""
+
+ROUND_OFF = 1e-10
+"""A step is taken if it lowers the ELBO by at most this much relative to max(1, |ELBO|): by no
+more than the rounding of a sum over the data."""
+
+
+class VIConcave(GaussianSitesModel):
+    r"""
+    The standard variational bound of a GP with any log-concave scalar likelihood, maximised over
+    q by site steps that never lower it (:cite:t:`khan2012fast`).
+
+    The paper writes the optimal covariance as V = (K⁻¹ + diag λ)⁻¹: N site precisions instead of
+    N² covariance entries, with λᵢ = −2 ∂fᵦ/∂vᵢ at the optimum, where
+    fᵦ(yᵢ, mᵢ, vᵢ) = E_{N(mᵢ, vᵢ)}[log p(yᵢ | fᵢ)] is jointly concave in (mᵢ, vᵢ) for a
+    log-concave likelihood. Here that fixed point is reached on the shared core: the sites are
+    those of :mod:`gpflow_fastvi.sites.expectation` (w = −2 ∂fᵦ/∂v, b = ∂fᵦ/∂m + w m at the current
+    marginals), and a step moves the natural parameters of q(u) towards the closed-form optimum
+    for them by ρ, trying ρ = 1, ½, ¼, … until the ELBO does not fall (ρ = 1 is the paper's
+    fixed-point update, and the conjugate-computation step of Khan & Lin). The steps are
+    natural-gradient steps on the ELBO, so a small enough ρ always raises it: the bound never
+    falls, and at the fixed point q(u) is the optimum of the standard ELBO itself — the q(u) that
+    :class:`gpflow.models.SVGP` reaches when trained to convergence, with no learning rate.
+
+    fᵦ is the likelihood's own ``variational_expectations`` (closed form for Poisson and
+    Gaussian, Gauss–Hermite quadrature for the Bernoulli links); the paper's piecewise bound for
+    the logit is not used: quadrature is exact to rounding at the same cost.
+
+    **Two forms.** ``VIConcave((X, Y), kernel, likelihood)`` holds its data; with no
+    ``inducing_variable`` it is the full GP (Z = X, like :class:`gpflow.models.VGP`; O(N³) per
+    step, for N up to a few thousand), with one (an array Z, a GPflow inducing variable, or an int
+    M for k-means centres) the sparse form. SVGP's signature,
+    ``VIConcave(kernel, likelihood, Z, num_data=N)``, takes the data per call, as every model of
+    the package does.
+
+    **Training.** :func:`gpflow_fastvi.fit` runs one L-BFGS-B run over θ on the ELBO at the
+    model's q(u), each evaluation taking ``n_upd`` steps from the stored q(u) (the persistent
+    route); by the envelope theorem its gradient at the fixed point is that of the ELBO at the
+    optimal q. :meth:`update_sites` takes steps at fixed θ. The model's :meth:`objective` is the
+    standard ELBO, :meth:`elbo`.
+
+    Likelihoods: any :class:`gpflow.likelihoods.ScalarLikelihood` whose log-density is concave
+    in f (Bernoulli with the logit or probit link, Poisson, Gaussian, Exponential, Gamma);
+    Student-t and Beta are refused (:func:`~gpflow_fastvi.validation.check_log_concave`). Default
+    ``Bernoulli(invlink=tf.sigmoid)``.
+    """
+
+    data_first_positional: ClassVar[Tuple[str, ...]] = ("kernel", "likelihood")
+    training_routes = {"persistent": PERSISTENT_ROUTE}
+    default_route = "persistent"
+    objective_is_bound = True
+    steps_from_site_parameters = False
+
+    @classmethod
+    def checked_likelihood(
+        cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
+    ) -> gpflow.likelihoods.Likelihood:
+        """Any log-concave scalar likelihood; default ``Bernoulli(invlink=tf.sigmoid)``."""
+        if likelihood is None:
+            return gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
+        check_scalar_likelihood(likelihood, "VIConcave")
+        check_log_concave(likelihood, "VIConcave")
+        return likelihood
+
+    def site_update(
+        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
+    ) -> Tuple[tf.Tensor, ...]:
+        """The marginal q(fᵢ) = N(mᵢ, vᵢ) itself: the sites touch fᵦ there."""
+        return (Fmu, Fvar)
+
+    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, m: tf.Tensor, v: tf.Tensor) -> Sites:  # type: ignore[override]
+        """The sites of fᵦ at (m, v) (:func:`~gpflow_fastvi.sites.expectation.expectation_sites`)."""
+        return expectation_sites(
+            lambda m, v: self.expected_log_density(X, Y, m, v),
+            m,
+            v,
+            name=type(self.likelihood).__name__,
+        )
+
+    def objective(
+        self,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
+    ) -> tf.Tensor:
+        """The standard ELBO at the stored q(u), :meth:`elbo`: the bound the steps maximise."""
+        if site_parameters is not None:
+            raise ValueError(
+                "VIConcave's objective is the ELBO at its q(u); it holds no site parameters."
+            )
+        return self.elbo(data)
+
+    # ----------------------------------------------------------------------------------------------
+    # The steps.
+
+    def _expectation_and_statistics(
+        self, X: tf.Tensor, Y: tf.Tensor, projection: Any, m: tf.Tensor, R: tf.Tensor
+    ) -> Tuple[tf.Tensor, SiteStatistics]:
+        """
+        Σᵢ fᵦ at the marginals of q(v) = N(m, R Rᵀ) at the points X (whose ``projection`` is
+        given), and the statistics of the sites there: one pass gives both the ELBO of q and the
+        step from it.
+        """
+        Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
+        mean = self.mean_function(X)
+        Fmu = Gmu + mean
+        sites = self.site_rule(X, Y, Fmu, Fvar)
+        total = tf.reduce_sum(expected_sites(sites, Fmu, Fvar))  # = Σ fᵦ: the sites touch it
+        return total, statistics_from_projection(projection, shift_sites(sites, mean))
+
+    def _stepped(
+        self, data: Data, num_updates: int, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None
+    ) -> SteppedSites:
+        """
+        ``num_updates`` steps from the stored q(u), each from the sites at its marginals towards
+        their optimal q(u), by the largest ρ of 1, ½, ¼, … that does not lower the ELBO; the
+        objective is the ELBO at the q(u) reached, differentiable in θ with that q(u) (whitened)
+        held fixed.
+        """
+        if site_parameters is not None:
+            raise ValueError("VIConcave steps from its q(u); it takes no site parameters.")
+        num_updates = positive_int(num_updates, "num_updates")
+        L = self.Kmm_cholesky()
+        m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
+        m, R = tf.stop_gradient(m), tf.stop_gradient(R)
+        in_memory = self.projects_all_at_once(data)
+        projection = self.projection(data[0], L) if in_memory else None
+
+        def expectation_and_statistics(
+            m: tf.Tensor, R: tf.Tensor, differentiable: bool
+        ) -> Tuple[tf.Tensor, SiteStatistics]:
+            if in_memory:
+                held = (
+                    projection
+                    if differentiable
+                    else tf.nest.map_structure(tf.stop_gradient, projection)
+                )
+                return self._expectation_and_statistics(*data, held, m, R)
+
+            def batch(X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, m: tf.Tensor, R: tf.Tensor) -> Any:
+                return self._expectation_and_statistics(X, Y, self.projection(X, L), m, R)
+
+            factor = L if differentiable else tf.stop_gradient(L)
+            return self._sum_over_data(batch, data, (factor, m, R))
+
+        def evaluate(m: tf.Tensor, R: tf.Tensor) -> Tuple[tf.Tensor, SiteStatistics]:
+            total, stats = expectation_and_statistics(m, R, differentiable=False)
+            elbo = total - kl_to_prior(m, R)
+            return tf.stop_gradient(elbo), tf.nest.map_structure(tf.stop_gradient, stats)
+
+        elbo, stats = evaluate(m, R)
+        for _ in range(num_updates):
+            m, R, elbo, stats = self._ascent_step(L, m, R, elbo, stats, evaluate)
+        total, _ = expectation_and_statistics(m, R, differentiable=True)
+        q_mu, q_sqrt = stored_q(m, R, L, self.whiten)
+        return SteppedSites(
+            objective=total - kl_to_prior(m, R),
+            q_mu=tf.stop_gradient(q_mu),
+            q_sqrt=tf.stop_gradient(q_sqrt),
+        )
+
+    def _ascent_step(
+        self,
+        L: tf.Tensor,
+        m: tf.Tensor,
+        R: tf.Tensor,
+        elbo: tf.Tensor,
+        stats: SiteStatistics,
+        evaluate: Any,
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, SiteStatistics]:
+        """
+        One step from q(v) = N(m, R Rᵀ), whose ELBO and site statistics are given: the largest ρ
+        of 1, ½, …, 2^−:data:`MAX_HALVINGS` whose q does not lower the ELBO (by more than
+        :data:`ROUND_OFF`), or no step. Returns the new (m, R), its ELBO and its statistics.
+        """
+        one = tf.ones((), dtype=m.dtype)
+        floor = elbo - ROUND_OFF * tf.maximum(one, tf.abs(elbo))
+
+        def candidate(rho: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, SiteStatistics]:
+            natural = natural_gradient_parameters(m, R, stats, one, rho)
+            m_new, R_new = q_from_natural(natural, L, whiten=True)
+            elbo_new, stats_new = evaluate(m_new, R_new[0])
+            return m_new, R_new[0], elbo_new, stats_new
+
+        def lower(i: tf.Tensor, rho: tf.Tensor, state: Any) -> tf.Tensor:
+            return (i < MAX_HALVINGS) & (state[2] < floor)
+
+        def halve(i: tf.Tensor, rho: tf.Tensor, state: Any) -> Tuple[tf.Tensor, tf.Tensor, Any]:
+            return i + 1, rho / 2, candidate(rho / 2)
+
+        _, _, (m_new, R_new, elbo_new, stats_new) = tf.while_loop(
+            lower, halve, (tf.constant(0), one, candidate(one))
+        )
+        took = elbo_new >= floor
+        keep = lambda new, old: tf.where(took, new, old)  # noqa: E731
+        return (
+            keep(m_new, m),
+            keep(R_new, R),
+            keep(elbo_new, elbo),
+            tf.nest.map_structure(keep, stats_new, stats),
+        )

@@ -1,0 +1,140 @@
+"""VIConcave (paper 003): the standard ELBO's optimum by steps that never lower it."""
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gpflow_fastvi as fv
+from gpflow_fastvi.models import vi_concave
+from gpflow_fastvi.sites import expectation_sites
+
+from .conftest import make_binary_data
+
+LOGIT = dict(invlink=tf.sigmoid)
+
+
+def _kernel():
+    return gpflow.kernels.SquaredExponential(lengthscales=0.8)
+
+
+def _steps(model, data, n):
+    return [float(model.update_sites(1, data=data)) for _ in range(n)]
+
+
+def _optimum_by_scipy(model, loss):
+    """GPflow's Scipy on q alone (θ fixed), to convergence: the reference optimum."""
+    gpflow.set_trainable(model.kernel, False)
+    gpflow.set_trainable(model.likelihood, False)
+    if hasattr(model, "inducing_variable"):
+        gpflow.set_trainable(model.inducing_variable, False)
+    gpflow.optimizers.Scipy().minimize(
+        loss, model.trainable_variables, options=dict(maxiter=10_000, ftol=1e-15, gtol=1e-10)
+    )
+
+
+@pytest.fixture
+def counts(rng):
+    X = rng.uniform(-2.0, 2.0, size=(80, 1))
+    return X, rng.poisson(np.exp(1.0 + np.sin(2.0 * X))).astype(float)
+
+
+@pytest.mark.parametrize(
+    "likelihood",
+    [gpflow.likelihoods.Bernoulli(**LOGIT), gpflow.likelihoods.Bernoulli()],
+    ids=["logit", "probit"],
+)
+def test_sparse_form_reaches_svgps_optimum(rng, likelihood):
+    X, Y = make_binary_data(rng, N=120)
+    Z = X[::8].copy()
+    model = fv.VIConcave(_kernel(), likelihood, Z, num_data=len(X))
+    elbos = _steps(model, (X, Y), 25)
+    svgp = gpflow.models.SVGP(_kernel(), likelihood, Z, num_data=len(X))
+    _optimum_by_scipy(svgp, svgp.training_loss_closure((X, Y)))
+    np.testing.assert_allclose(elbos[-1], svgp.elbo((X, Y)).numpy(), rtol=1e-6)
+    assert np.all(np.diff(elbos) >= -1e-9 * abs(elbos[-1]))
+
+
+def test_sparse_form_reaches_svgps_optimum_for_poisson_counts(counts):
+    X, Y = counts
+    Z = X[::8].copy()
+    model = fv.VIConcave(_kernel(), gpflow.likelihoods.Poisson(), Z, num_data=len(X))
+    elbos = _steps(model, (X, Y), 40)
+    svgp = gpflow.models.SVGP(_kernel(), gpflow.likelihoods.Poisson(), Z, num_data=len(X))
+    _optimum_by_scipy(svgp, svgp.training_loss_closure((X, Y)))
+    # Not below Scipy's end (which may stop a little short), and within 1e-6 of it.
+    assert elbos[-1] >= svgp.elbo((X, Y)).numpy() - 1e-6 * abs(elbos[-1])
+    np.testing.assert_allclose(elbos[-1], svgp.elbo((X, Y)).numpy(), rtol=1e-6)
+    assert np.all(np.diff(elbos) >= -1e-9 * abs(elbos[-1]))
+
+
+def test_full_form_reaches_vgps_optimum(rng):
+    X, Y = make_binary_data(rng, N=100)
+    model = fv.VIConcave((X, Y), _kernel())
+    assert model.inducing_variable.num_inducing == len(X)  # Z = X: the full GP
+    elbos = _steps(model, None, 25)
+    vgp = gpflow.models.VGP((X, Y), _kernel(), gpflow.likelihoods.Bernoulli(**LOGIT))
+    _optimum_by_scipy(vgp, vgp.training_loss)
+    np.testing.assert_allclose(elbos[-1], vgp.elbo().numpy(), rtol=1e-6)
+    assert np.all(np.diff(elbos) >= -1e-9 * abs(elbos[-1]))
+
+
+def test_halving_the_step_is_what_keeps_the_bound_from_falling(rng, monkeypatch):
+    """Large counts from the prior: the undamped fixed-point step overshoots (exp(m + v/2) grows
+    fast) and lowers the ELBO; with halvings no step does."""
+    X = rng.uniform(-2.0, 2.0, size=(60, 1))
+    Y = rng.poisson(40.0 * np.exp(np.sin(2.0 * X))).astype(float)
+    Z = X[::6].copy()
+
+    def model():
+        return fv.VIConcave(_kernel(), gpflow.likelihoods.Poisson(), Z, num_data=len(X))
+
+    start = float(model().elbo((X, Y)))
+    monkeypatch.setattr(vi_concave, "MAX_HALVINGS", 0)  # ρ = 1 or no step at all
+    undamped = model()
+    assert float(undamped.update_sites(1, data=(X, Y))) == pytest.approx(start)  # refused
+    monkeypatch.undo()
+    damped = model()
+    elbos = [start] + _steps(damped, (X, Y), 30)
+    assert elbos[1] > start
+    assert np.all(np.diff(elbos) >= -1e-9 * abs(elbos[-1]))
+    # and it gets there: the sites' fixed point, where a further step changes nothing
+    again = _steps(damped, (X, Y), 1)[0]
+    assert again == pytest.approx(elbos[-1], rel=1e-9)
+
+
+def test_sites_touch_the_expected_log_likelihood(rng):
+    """a + b m − w (m² + v)/2 = fᵦ(m, v), with the same derivatives in m and v (quadrature)."""
+    likelihood = gpflow.likelihoods.Bernoulli()
+    Y = (rng.uniform(size=(30, 1)) < 0.5).astype(float)
+    m = tf.constant(rng.normal(size=(30, 1)))
+    v = tf.constant(rng.uniform(0.1, 2.0, size=(30, 1)))
+    expected = lambda m, v: likelihood.variational_expectations(None, m, v, Y)  # noqa: E731
+    sites = expectation_sites(expected, m, v)
+    site_value = lambda m, v: sites.a + sites.b * m - 0.5 * sites.w * (m**2 + v)  # noqa: E731
+    np.testing.assert_allclose(site_value(m, v)[:, 0], expected(m, v), rtol=1e-12)
+    h = 1e-6
+    for dm, dv in ((h, 0.0), (0.0, h)):
+        numeric = (expected(m + dm, v + dv) - expected(m - dm, v - dv)) / (2 * h)
+        along_site = (site_value(m + dm, v + dv) - site_value(m - dm, v - dv))[:, 0] / (2 * h)
+        np.testing.assert_allclose(along_site, numeric, rtol=1e-5, atol=1e-8)
+    assert np.all(sites.w.numpy() >= 0)
+
+
+def test_fit_trains_the_hyperparameters_on_the_elbo(rng):
+    X, Y = make_binary_data(rng, N=150)
+    model = fv.VIConcave((X, Y), _kernel(), inducing_variable=X[::10].copy())
+    before = float(model.elbo())
+    trace = fv.fit(model)
+    assert trace.converged
+    np.testing.assert_allclose(trace.rows[-1]["objective"], model.elbo().numpy(), rtol=1e-8)
+    assert model.elbo().numpy() > before
+    # θ moved, and q(u) is at its optimum for the θ reached: a further step changes nothing
+    np.testing.assert_allclose(float(model.update_sites(1)), model.elbo().numpy(), rtol=1e-6)
+
+
+def test_refuses_likelihoods_that_are_not_log_concave():
+    with pytest.raises(fv.IncompatibleLikelihoodError, match="concave"):
+        fv.VIConcave(_kernel(), gpflow.likelihoods.StudentT(), np.zeros((3, 1)), num_data=10)
+    with pytest.raises(fv.IncompatibleLikelihoodError):
+        fv.VIConcave(_kernel(), gpflow.likelihoods.Softmax(3), np.zeros((3, 1)), num_data=10)
