@@ -22,6 +22,7 @@ VIJJ_NAME = "VIJJ"
 VITAYLOR_NAME = "VITaylor"
 KLC_NAME = "KLCorrected"
 PG_NAME = "PolyaGammaSVGP"
+VICONCAVE_NAME = "VIConcave"
 SCIPY_NAME = "SVGP + Scipy"
 ADAM_NAME = "SVGP + Adam"
 NATGRAD_NAME = "SVGP + NatGrad + Adam"
@@ -30,6 +31,7 @@ ALL_METHODS: Tuple[str, ...] = (
     VITAYLOR_NAME,
     KLC_NAME,
     PG_NAME,
+    VICONCAVE_NAME,
     SCIPY_NAME,
     ADAM_NAME,
     NATGRAD_NAME,
@@ -40,7 +42,7 @@ then the SVGP baselines (and ``"SVGP + Adam (lr X)"`` for any learning rate X; s
 DEFAULT_METHODS: Tuple[str, ...] = (VIJJ_NAME, SCIPY_NAME, ADAM_NAME)
 """The methods :func:`~gpflow_fastvi.benchmarks.compare.run_comparison` runs unless given
 ``methods``."""
-FAST_METHODS: Tuple[str, ...] = (VIJJ_NAME, VITAYLOR_NAME, KLC_NAME, PG_NAME)
+FAST_METHODS: Tuple[str, ...] = (VIJJ_NAME, VITAYLOR_NAME, KLC_NAME, PG_NAME, VICONCAVE_NAME)
 """The methods of this package; the table gives their time-to-target ratios against baselines."""
 BASELINE_PREFIX = "SVGP"
 """Methods whose names start with this are GPflow baselines."""
@@ -208,6 +210,7 @@ __all__ = [
     "TEST_FRACTION",
     "TIME_BUDGET",
     "VIJJ_NAME",
+    "VICONCAVE_NAME",
     "VITAYLOR_NAME",
     "adam_learning_rate",
     "adam_method",

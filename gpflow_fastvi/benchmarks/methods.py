@@ -15,7 +15,10 @@ after the other. The fast methods, here:
 * ``"PolyaGammaSVGP"``: :func:`gpflow_fastvi.fit` on :class:`~gpflow_fastvi.PolyaGammaSVGP`
   (mini-batch SVI: closed-form natural-gradient steps on q(u), Adam on the hyperparameters),
   evaluated about :data:`PG_EVALUATIONS_PER_PASS` times per pass over the data and run until the
-  budget ends, as SVGP + Adam.
+  budget ends, as SVGP + Adam;
+* ``"VIConcave"``: :func:`gpflow_fastvi.fit` on a sparse :class:`~gpflow_fastvi.VIConcave`
+  (site steps that never lower the ELBO, L-BFGS on the ELBO at the optimal q(u) in the
+  hyperparameters).
 
 The baselines (their names start with ``"SVGP"``), in :mod:`gpflow_fastvi.benchmarks.baselines`:
 
@@ -66,6 +69,7 @@ from .choices import (
     NATGRAD_NAME,
     PG_NAME,
     SCIPY_NAME,
+    VICONCAVE_NAME,
     VIJJ_NAME,
     VITAYLOR_NAME,
     adam_learning_rate,
@@ -103,7 +107,7 @@ def run_data_holding_model(
     progress: bool,
 ) -> LearningCurve:
     """
-    VIJJ, VITaylor or KLCorrected (``model_name``), trained by :func:`gpflow_fastvi.fit` with its
+    VIJJ, VITaylor, KLCorrected or VIConcave (``model_name``), trained by :func:`gpflow_fastvi.fit` with its
     defaults.
     """
     import gpflow_fastvi
@@ -233,6 +237,7 @@ def method_runners(
         VITAYLOR_NAME: fast("VITaylor"),
         KLC_NAME: fast("KLCorrected"),
         PG_NAME: lambda: run_polya_gamma(data, test, Z, time_budget, seed, progress),
+        VICONCAVE_NAME: fast("VIConcave"),
         SCIPY_NAME: lambda: run_svgp_scipy(data, test, Z, time_budget, progress),
         ADAM_NAME: lambda: run_svgp_minibatch(ADAM_NAME, adam_step(adam_lr), *minibatch),
         NATGRAD_NAME: lambda: run_svgp_minibatch(

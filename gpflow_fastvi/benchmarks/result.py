@@ -25,6 +25,7 @@ from .choices import (
     FAST_METHODS,
     KLC_NAME,
     PG_NAME,
+    VICONCAVE_NAME,
     VIJJ_NAME,
     VITAYLOR_NAME,
 )
@@ -72,6 +73,7 @@ _ELBO_NOTES = {
     VITAYLOR_NAME: f"{VITAYLOR_NAME}: model.elbo(); its own objective is an approximation",
     PG_NAME: f"{PG_NAME}: gpflow.models.SVGP.elbo, above its own Polya-Gamma bound",
     KLC_NAME: f"{KLC_NAME}: model.elbo(), of its predictive",
+    VICONCAVE_NAME: f"{VICONCAVE_NAME}: model.elbo(), the objective it maximises",
 }
 
 
