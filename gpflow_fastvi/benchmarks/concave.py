@@ -1,0 +1,217 @@
+"""
+VIConcave measured: time to SVGP + Scipy's ELBO, and the full form against GPflow's VGP models.
+
+``python -m gpflow_fastvi.benchmarks.concave banana`` (or another set of
+:data:`~gpflow_fastvi.datasets.registry.BENCHMARK_SETS`; options below) runs two things.
+
+**Time to the ELBO.** From the benchmark page's start (ARD SE kernel at √D, M fixed k-means
+inducing inputs, the logit link), SVGP + Scipy (L-BFGS-B over q(u) and θ) runs to convergence,
+and its final ELBO E* is the target. :class:`~gpflow_fastvi.VIConcave` trained by
+:func:`~gpflow_fastvi.fit` from the same start is timed to the first iterate whose ELBO is within
+``--within`` (relative, default 0.1 %) of E*, and so is SVGP + Scipy's own run; the ratio of the
+two is how many times sooner VIConcave gets there. Training time only: the ELBO of each iterate is
+computed with the clock paused (:mod:`~gpflow_fastvi.benchmarks.methods`). ``--repeats`` runs
+alternate the two methods; the medians are reported.
+
+**The full form at fixed θ** (``--full N``, on the first N training points): VIConcave's steps
+against GPflow's :class:`~gpflow.models.VGP` and :class:`~gpflow.models.VGPOpperArchambeau`
+(the O(N) parameterisation that is not concave) trained by Scipy on q alone, each timed to the
+ELBO of the best of the three, less 10⁻⁶ relative.
+"""
+
+import argparse
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+
+from .. import VIConcave, kmeans_inducing_points
+from ..datasets import load_benchmark
+from .baselines import run_svgp_scipy
+from .harness import make_kernel, make_likelihood
+from .methods import run_data_holding_model
+
+Curve = List[Dict[str, Any]]
+
+
+def time_to(curve: Curve, target: float, key: str = "elbo") -> Optional[float]:
+    """The ``time`` of the first row whose ``key`` is at least ``target``; None if none is."""
+    for row in curve:
+        if row[key] >= target:
+            return float(row["time"])
+    return None
+
+
+def time_to_scipy_elbo(
+    data: Tuple[np.ndarray, np.ndarray],
+    test: Tuple[np.ndarray, np.ndarray],
+    *,
+    num_inducing: int = 100,
+    within: float = 1e-3,
+    repeats: int = 1,
+    time_budget: float = 3600.0,
+    seed: int = 0,
+) -> Dict[str, Any]:
+    """
+    The medians over ``repeats`` (the methods alternating) of the seconds SVGP + Scipy and
+    VIConcave take to the ELBO within ``within`` of SVGP + Scipy's final one, with the runs.
+    """
+    Z = kmeans_inducing_points(data[0], num_inducing, seed=seed)
+    runs: Dict[str, List[Curve]] = {"SVGP + Scipy": [], "VIConcave": []}
+    for repeat in range(repeats):
+        order = ["SVGP + Scipy", "VIConcave"][:: 1 if repeat % 2 == 0 else -1]
+        for name in order:
+            if name == "SVGP + Scipy":
+                runs[name].append(run_svgp_scipy(data, test, Z, time_budget, False))
+            else:
+                runs[name].append(
+                    run_data_holding_model("VIConcave", data, test, Z, time_budget, False)
+                )
+    final = float(np.median([curve[-1]["elbo"] for curve in runs["SVGP + Scipy"]]))
+    target = final - within * abs(final)
+    seconds = {name: [time_to(curve, target) for curve in curves] for name, curves in runs.items()}
+    medians = {
+        name: (None if any(s is None for s in times) else float(np.median(times)))
+        for name, times in seconds.items()
+    }
+    scipy_s, concave_s = medians["SVGP + Scipy"], medians["VIConcave"]
+    return {
+        "target_elbo": target,
+        "scipy_final_elbo": final,
+        "seconds": seconds,
+        "median_seconds": medians,
+        "times_sooner": None if not (scipy_s and concave_s) else scipy_s / concave_s,
+        "final": {
+            name: {k: curves[-1][-1][k] for k in ("elbo", "test_accuracy", "test_nll", "time")}
+            for name, curves in runs.items()
+        },
+    }
+
+
+def full_form_at_fixed_theta(
+    data: Tuple[np.ndarray, np.ndarray], *, steps: int = 30, relative: float = 1e-6
+) -> Dict[str, Any]:
+    """
+    The full GP at the starting θ: VIConcave's steps, and Scipy on q alone for GPflow's VGP and
+    VGPOpperArchambeau; for each, the ELBO reached, the seconds to within ``relative`` of the
+    best of the three, and its iterations.
+    """
+    X, Y = data
+    D = X.shape[1]
+    curves: Dict[str, Curve] = {}
+
+    model = VIConcave(data, make_kernel(D), make_likelihood())
+    step = tf.function(lambda: model.update_sites(1), autograph=False)
+    step()  # compiled before the clock starts, as Scipy's compile=True below is
+    model.q_mu.assign(tf.zeros_like(model.q_mu))
+    model.q_sqrt.assign(tf.eye(X.shape[0], dtype=model.q_sqrt.dtype)[None])
+    curve, start = [], time.perf_counter()
+    for i in range(steps):
+        elbo = float(step())
+        curve.append({"iteration": i + 1, "time": time.perf_counter() - start, "elbo": elbo})
+    curves["VIConcave"] = curve
+
+    for name, build in (
+        ("VGP + Scipy", gpflow.models.VGP),
+        ("VGPOpperArchambeau + Scipy", gpflow.models.VGPOpperArchambeau),
+    ):
+        reference = build(data, make_kernel(D), make_likelihood())
+        gpflow.set_trainable(reference.kernel, False)
+        loss = reference.training_loss_closure(compile=True)
+        loss()  # compiled before the clock starts
+        curves[name] = _scipy_curve(reference, loss)
+
+    best = max(curve[-1]["elbo"] for curve in curves.values())
+    target = best - relative * abs(best)
+    return {
+        "best_elbo": best,
+        "methods": {
+            name: {
+                "final_elbo": curve[-1]["elbo"],
+                "seconds_to_best": time_to(curve, target),
+                "iterations": len(curve),
+            }
+            for name, curve in curves.items()
+        },
+    }
+
+
+def _scipy_curve(model: Any, loss: Callable[[], tf.Tensor]) -> Curve:
+    """Scipy's L-BFGS-B on ``loss`` to convergence, the model's ELBO at every accepted iterate."""
+    elbo = tf.function(model.elbo, autograph=False)
+    curve: Curve = []
+    paused = [0.0]
+    start = time.perf_counter()
+
+    def step_callback(step: int, variables: Sequence[tf.Variable], values: Sequence[Any]) -> None:
+        elapsed = time.perf_counter() - start - paused[0]
+        stopped = time.perf_counter()
+        for variable, value in zip(variables, values):
+            variable.assign(value)
+        curve.append({"iteration": step + 1, "time": elapsed, "elbo": float(elbo())})
+        paused[0] += time.perf_counter() - stopped
+
+    gpflow.optimizers.Scipy().minimize(
+        loss,
+        model.trainable_variables,
+        step_callback=step_callback,
+        options=dict(maxiter=100_000, ftol=1e-15, gtol=1e-10),
+    )
+    return curve
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m gpflow_fastvi.benchmarks.concave",
+        description="VIConcave: time to SVGP + Scipy's ELBO; the full form against VGP.",
+    )
+    parser.add_argument("name", help="a benchmark set, e.g. banana or ijcnn1")
+    parser.add_argument("--num-inducing", type=int, default=100, help="M (default 100)")
+    parser.add_argument(
+        "--within", type=float, default=1e-3, help="relative ELBO tolerance (default 0.001)"
+    )
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each method (default 1)")
+    parser.add_argument(
+        "--full",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also the full form at fixed θ on the first N training points (default: not run)",
+    )
+    parser.add_argument("--data-dir", default=None, help="default: $GPFLOW_FASTVI_DATA")
+    args = parser.parse_args(argv)
+    X, Y, X_test, Y_test = load_benchmark(args.name, args.data_dir)
+    result = time_to_scipy_elbo(
+        (X, Y),
+        (X_test, Y_test),
+        num_inducing=args.num_inducing,
+        within=args.within,
+        repeats=args.repeats,
+    )
+    print(f"{args.name}: N = {X.shape[0]}, M = {args.num_inducing}")
+    print(
+        f"SVGP + Scipy's final ELBO {result['scipy_final_elbo']:.6g}; target {result['target_elbo']:.6g}"
+    )
+    for name, seconds in result["median_seconds"].items():
+        final = result["final"][name]
+        print(
+            f"{name:14s} to target: {seconds if seconds is None else round(seconds, 2)} s "
+            f"(runs {result['seconds'][name]}); end: ELBO {final['elbo']:.6g}, "
+            f"accuracy {final['test_accuracy']:.4f}, NLL {final['test_nll']:.4f} after "
+            f"{final['time']:.1f} s"
+        )
+    print(f"VIConcave reaches it {result['times_sooner']} times sooner")
+    if args.full:
+        full = full_form_at_fixed_theta((X[: args.full], Y[: args.full]))
+        print(f"full form, N = {args.full}, fixed θ; best ELBO {full['best_elbo']:.10g}")
+        for name, row in full["methods"].items():
+            print(
+                f"{name:30s} final {row['final_elbo']:.10g}, to best −1e-6: "
+                f"{row['seconds_to_best']} s, {row['iterations']} iterations"
+            )
+
+
+if __name__ == "__main__":
+    main()
