@@ -51,10 +51,17 @@ def run_svgp_scipy(
     Z: np.ndarray,
     time_budget: float,
     progress: bool,
+    *,
+    restart: bool = False,
 ) -> LearningCurve:
     """
     SVGP + Scipy: L-BFGS-B over q(u) and the hyperparameters on the full ``data``, evaluated on
     ``test`` after every iteration, until it converges or ``time_budget`` seconds have passed.
+
+    :param restart: call Scipy again each time L-BFGS-B stops by its own test, until a call no
+        longer raises the ELBO by more than 10⁻⁷ relative: SVGP trained to convergence. (From the
+        benchmark start on banana a single call stops after 17 iterations, at an ELBO 22 % below
+        the optimum, on the relative reduction of the loss; a second call goes on to it.)
     """
     model = make_svgp(data[0], Z)
     data_tensors = (tf.constant(data[0]), tf.constant(data[1]))
@@ -75,14 +82,20 @@ def run_svgp_scipy(
         if elapsed >= time_budget:
             raise StopIteration  # SciPy >= 1.11 ends the optimisation cleanly on this
 
-    gpflow.optimizers.Scipy().minimize(
-        model.training_loss_closure(data_tensors, compile=True),
-        model.trainable_variables,
-        method="L-BFGS-B",
-        step_callback=step_callback,
-        compile=True,
-        options=dict(maxiter=10**7, maxfun=10**7),
-    )
+    loss = model.training_loss_closure(data_tensors, compile=True)
+    while True:
+        before = rows[-1]["elbo"]
+        gpflow.optimizers.Scipy().minimize(
+            loss,
+            model.trainable_variables,
+            method="L-BFGS-B",
+            step_callback=step_callback,
+            compile=True,
+            options=dict(maxiter=10**7, maxfun=10**7),
+        )
+        gain = rows[-1]["elbo"] - before
+        if not restart or rows[-1]["time"] >= time_budget or gain <= 1e-7 * abs(rows[-1]["elbo"]):
+            break
     if bar is not None:
         bar.close()
     return rows

@@ -147,7 +147,7 @@ class VIConcave(GaussianSitesModel):
         num_updates = positive_int(num_updates, "num_updates")
         L = self.Kmm_cholesky()
         m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
-        m, R = tf.stop_gradient(m), tf.stop_gradient(R)
+        m, R = (tf.stop_gradient(tf.convert_to_tensor(t)) for t in (m, R))
         in_memory = self.projects_all_at_once(data)
         projection = self.projection(data[0], L) if in_memory else None
 
@@ -174,8 +174,14 @@ class VIConcave(GaussianSitesModel):
             return tf.stop_gradient(elbo), tf.nest.map_structure(tf.stop_gradient, stats)
 
         elbo, stats = evaluate(m, R)
-        for _ in range(num_updates):
-            m, R, elbo, stats = self._ascent_step(L, m, R, elbo, stats, evaluate)
+
+        def step(i: tf.Tensor, m: tf.Tensor, R: tf.Tensor, elbo: tf.Tensor, stats: Any) -> Any:
+            return (i + 1, *self._ascent_step(L, m, R, elbo, stats, evaluate))
+
+        # A loop, not num_updates copies of the step in the graph: a third of the tracing.
+        _, m, R, elbo, stats = tf.while_loop(
+            lambda i, *_: i < num_updates, step, (tf.constant(0), m, R, elbo, stats)
+        )
         total, _ = expectation_and_statistics(m, R, differentiable=True)
         q_mu, q_sqrt = stored_q(m, R, L, self.whiten)
         return SteppedSites(
