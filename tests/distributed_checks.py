@@ -134,7 +134,7 @@ def two_devices():
     # Every model: one full-data loss with its gradient, closed-form steps, and a short fit, built
     # in the strategy's scope against the same model on one device.
     out["models"] = {}
-    for name in ("VIJJ", "VITaylor", "KLCorrected", "PolyaGammaSVGP"):
+    for name in ("VIJJ", "VITaylor", "KLCorrected", "PolyaGammaSVGP", "VIConcave"):
         one = build(name)
         with strategy.scope():
             shared = build(name)
