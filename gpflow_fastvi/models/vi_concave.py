@@ -31,6 +31,11 @@ ROUND_OFF = 1e-10
 more than the rounding of a sum over the data."""
 
 
+def nest_stop_gradient(structure: Any) -> Any:
+    """``tf.stop_gradient`` on every tensor of a nest (a projection, site statistics)."""
+    return tf.nest.map_structure(tf.stop_gradient, structure)
+
+
 class VIConcave(GaussianSitesModel):
     r"""
     The standard variational bound of a GP with any log-concave scalar likelihood, maximised over
@@ -133,6 +138,14 @@ class VIConcave(GaussianSitesModel):
         total = tf.reduce_sum(expected_sites(sites, Fmu, Fvar))  # = Σ fᵦ: the sites touch it
         return total, statistics_from_projection(projection, shift_sites(sites, mean))
 
+    def _expected_total(
+        self, X: tf.Tensor, Y: tf.Tensor, projection: Any, m: tf.Tensor, R: tf.Tensor
+    ) -> tf.Tensor:
+        """Σᵢ fᵦ at the marginals of q(v) = N(m, R Rᵀ) at the points X (``projection`` given)."""
+        Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
+        Fmu = Gmu + self.mean_function(X)
+        return tf.reduce_sum(self.expected_log_density(X, Y, Fmu, Fvar))
+
     def _stepped(
         self, data: Data, num_updates: int, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None
     ) -> SteppedSites:
@@ -151,27 +164,24 @@ class VIConcave(GaussianSitesModel):
         in_memory = self.projects_all_at_once(data)
         projection = self.projection(data[0], L) if in_memory else None
 
-        def expectation_and_statistics(
-            m: tf.Tensor, R: tf.Tensor, differentiable: bool
-        ) -> Tuple[tf.Tensor, SiteStatistics]:
+        def over_data(per_rows: Any, m: tf.Tensor, R: tf.Tensor, differentiable: bool) -> Any:
+            """
+            Σ of ``per_rows(X, Y, projection, m, R)`` over the data, in memory or not; with a
+            gradient in θ only where ``differentiable`` (the objective, not the steps' passes).
+            """
             if in_memory:
-                held = (
-                    projection
-                    if differentiable
-                    else tf.nest.map_structure(tf.stop_gradient, projection)
-                )
-                return self._expectation_and_statistics(*data, held, m, R)
+                held = projection if differentiable else nest_stop_gradient(projection)
+                return per_rows(*data, held, m, R)
 
             def batch(X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, m: tf.Tensor, R: tf.Tensor) -> Any:
-                return self._expectation_and_statistics(X, Y, self.projection(X, L), m, R)
+                return per_rows(X, Y, self.projection(X, L), m, R)
 
             factor = L if differentiable else tf.stop_gradient(L)
             return self._sum_over_data(batch, data, (factor, m, R))
 
         def evaluate(m: tf.Tensor, R: tf.Tensor) -> Tuple[tf.Tensor, SiteStatistics]:
-            total, stats = expectation_and_statistics(m, R, differentiable=False)
-            elbo = total - kl_to_prior(m, R)
-            return tf.stop_gradient(elbo), tf.nest.map_structure(tf.stop_gradient, stats)
+            total, stats = over_data(self._expectation_and_statistics, m, R, differentiable=False)
+            return tf.stop_gradient(total - kl_to_prior(m, R)), nest_stop_gradient(stats)
 
         elbo, stats = evaluate(m, R)
 
@@ -182,7 +192,9 @@ class VIConcave(GaussianSitesModel):
         _, m, R, elbo, stats = tf.while_loop(
             lambda i, *_: i < num_updates, step, (tf.constant(0), m, R, elbo, stats)
         )
-        total, _ = expectation_and_statistics(m, R, differentiable=True)
+        # The objective by the likelihood's fᵦ itself: the same value as the sites' (they touch
+        # it), and a gradient in θ without differentiating the sites' own autodiff.
+        total = over_data(self._expected_total, m, R, differentiable=True)
         q_mu, q_sqrt = stored_q(m, R, L, self.whiten)
         return SteppedSites(
             objective=total - kl_to_prior(m, R),
