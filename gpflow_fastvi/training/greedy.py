@@ -107,8 +107,8 @@ def alternate_with_greedy_selection(
     shared by all the rounds.
 
     The selection shrinks one term of the bound, not the bound itself, so a round can end lower
-    than the one before it (on banana with M = 16, at unit starting lengthscales, the second and
-    third rounds ended 3.7 and 15 nats lower). A round is kept only if it ends with a higher
+    than the one before it (tutorial 05: banana, M = 16, unit starting lengthscales, the second
+    round ended 3.7 nats below the first). A round is kept only if it ends with a higher
     objective than every round before it; otherwise the model goes back to the best round's end
     (its inducing inputs, hyperparameters and q(u)) and the rounds stop there, with
     ``stop_reason`` ``"converged"``.
