@@ -4,7 +4,7 @@ Inducing inputs: accept what a GPflow user would pass, or place them as the pape
 """
 
 import warnings
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import gpflow
 import numpy as np
@@ -22,11 +22,7 @@ def kmeans_inducing_points(X: np.ndarray, num_inducing: int, *, seed: int = 0) -
     the placement used by :cite:t:`izmailov2017faster`. Deterministic for a given ``seed``.
     """
     X = np.asarray(X, dtype=np.float64)
-    if not 1 <= num_inducing <= X.shape[0]:
-        raise InvalidDataError(
-            f"The number of inducing points must be between 1 and the number of data points "
-            f"N = {X.shape[0]}; got M = {num_inducing}."
-        )
+    _check_num_inducing(num_inducing, X.shape[0])
     if num_inducing == X.shape[0]:
         return X.copy()
     with warnings.catch_warnings():
@@ -134,20 +130,15 @@ def greedy_inducing_points(
         )
     if isinstance(num_inducing, bool) or not isinstance(num_inducing, (int, np.integer)):
         raise TypeError(f"num_inducing must be an int; got {num_inducing!r}.")
-    if not 1 <= num_inducing <= N:
-        raise InvalidDataError(
-            f"The number of inducing points must be between 1 and the number of data points "
-            f"N = {N}; got M = {num_inducing}."
-        )
+    _check_num_inducing(num_inducing, N)
     working_set_size = positive_int(working_set_size, "working_set_size", optional=True)
     criterion = one_of(criterion, GREEDY_CRITERIA, "criterion")
     w = _row_weights(weights, N)
     rng = np.random.default_rng(seed)
 
-    def k(rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
-        return kernel(X[rows], X[columns]).numpy()
+    def columns_of_knn(columns: Any) -> np.ndarray:
+        return kernel(X, X[columns]).numpy()
 
-    everything = np.arange(N)
     d = kernel(X, full_cov=False).numpy().copy()  # rⱼⱼ, the diagonal of Knn − Qnn
     jitter = gpflow.config.default_jitter()
     V = np.zeros((num_inducing, N))  # rows of L⁻¹ Kmn, one per chosen input
@@ -157,7 +148,7 @@ def greedy_inducing_points(
         s = _knn_product(X, kernel, w, squared=True)  # Σᵢ wᵢ rᵢⱼ² with m = 0
     order = []
     for m in range(num_inducing):
-        candidates = everything[~chosen]
+        candidates = np.flatnonzero(~chosen)
         if working_set_size is not None and candidates.size > working_set_size:
             candidates = rng.choice(candidates, working_set_size, replace=False)
         if criterion == "variance":
@@ -165,11 +156,11 @@ def greedy_inducing_points(
         elif keeps_all_scores:
             scores = s[candidates] / (d[candidates] + jitter)
         else:
-            r = k(everything, candidates) - V[:m].T @ V[:m, candidates]  # [N, J]
+            r = columns_of_knn(candidates) - V[:m].T @ V[:m, candidates]  # [N, J]
             scores = (w @ r**2) / (d[candidates] + jitter)
         j = int(candidates[np.argmax(scores)])
         # The new row of L⁻¹Kmn: r[:, j] / √(rⱼⱼ + ε), ε on the pivot alone (it is on Kmm's diagonal).
-        u = (k(everything, [j])[:, 0] - V[:m].T @ V[:m, j]) / np.sqrt(d[j] + jitter)
+        u = (columns_of_knn([j])[:, 0] - V[:m].T @ V[:m, j]) / np.sqrt(d[j] + jitter)
         if keeps_all_scores:
             # r ← r − u uᵀ, so Σᵢ wᵢ rᵢⱼ² ← Σᵢ wᵢ rᵢⱼ² − 2 uⱼ (r W u)ⱼ + uⱼ² Σᵢ wᵢ uᵢ².
             wu = w * u
@@ -180,6 +171,15 @@ def greedy_inducing_points(
         chosen[j] = True
         order.append(j)
     return X[order].copy()
+
+
+def _check_num_inducing(num_inducing: int, N: int) -> None:
+    """An :class:`InvalidDataError` unless 1 ≤ M ≤ N: inducing inputs among (or as many as) N points."""
+    if not 1 <= num_inducing <= N:
+        raise InvalidDataError(
+            f"The number of inducing points must be between 1 and the number of data points "
+            f"N = {N}; got M = {num_inducing}."
+        )
 
 
 def _row_weights(weights: Optional[np.ndarray], N: int) -> np.ndarray:
