@@ -131,18 +131,15 @@ def alternate_with_greedy_selection(
         if time_budget is not None and elapsed >= time_budget:
             break
         started = time.perf_counter()
-        if isinstance(model, gpflow.models.SGPR):
-            Z = greedy_inducing_points(
-                X, model.kernel, M, working_set_size=working_set_size, seed=r
-            )
+        is_sgpr = isinstance(model, gpflow.models.SGPR)  # Gaussian noise: every site alike
+        weights = None if is_sgpr else model.site_precisions((X, Y))
+        Z = greedy_inducing_points(
+            X, model.kernel, M, working_set_size=working_set_size, weights=weights, seed=r
+        )
+        if is_sgpr:  # no q(u) to carry: SGPR's is optimal for any Z
             model.inducing_variable.Z.assign(Z)
         else:
-            weights = model.site_precisions((X, Y))
-            model.move_inducing_inputs(
-                greedy_inducing_points(
-                    X, model.kernel, M, working_set_size=working_set_size, weights=weights, seed=r
-                )
-            )
+            model.move_inducing_inputs(Z)
         elapsed += time.perf_counter() - started
         trace = train(None if time_budget is None else max(time_budget - elapsed, 1e-9))
         for row in trace.rows:
