@@ -34,7 +34,7 @@ import tensorflow as tf
 from .. import VIConcave, fit, kmeans_inducing_points
 from ..datasets import load_benchmark
 from .baselines import run_svgp_scipy
-from .harness import make_kernel, make_likelihood
+from .harness import TrainingClock, make_kernel, make_likelihood
 from .methods import run_data_holding_model
 
 Curve = List[Dict[str, Any]]
@@ -111,10 +111,10 @@ def full_form_at_fixed_theta(
     step()  # compiled before the clock starts, as Scipy's compile=True below is
     model.q_mu.assign(tf.zeros_like(model.q_mu))
     model.q_sqrt.assign(tf.eye(X.shape[0], dtype=model.q_sqrt.dtype)[None])
-    curve, start = [], time.perf_counter()
+    curve, clock = [], TrainingClock()
     for i in range(steps):
         elbo = float(step())
-        curve.append({"iteration": i + 1, "time": time.perf_counter() - start, "elbo": elbo})
+        curve.append({"iteration": i + 1, "time": clock.elapsed(), "elbo": elbo})
     curves["VIConcave"] = curve
 
     for name, build in (
@@ -189,16 +189,14 @@ def _scipy_curve(model: Any, loss: Callable[[], tf.Tensor]) -> Curve:
     """Scipy's L-BFGS-B on ``loss`` to convergence, the model's ELBO at every accepted iterate."""
     elbo = tf.function(model.elbo, autograph=False)
     curve: Curve = []
-    paused = [0.0]
-    start = time.perf_counter()
+    clock = TrainingClock()
 
     def step_callback(step: int, variables: Sequence[tf.Variable], values: Sequence[Any]) -> None:
-        elapsed = time.perf_counter() - start - paused[0]
-        stopped = time.perf_counter()
-        for variable, value in zip(variables, values):
-            variable.assign(value)
-        curve.append({"iteration": step + 1, "time": elapsed, "elbo": float(elbo())})
-        paused[0] += time.perf_counter() - stopped
+        elapsed = clock.elapsed()
+        with clock.paused():  # the ELBO at the accepted iterate, not counted
+            for variable, value in zip(variables, values):
+                variable.assign(value)
+            curve.append({"iteration": step + 1, "time": elapsed, "elbo": float(elbo())})
 
     gpflow.optimizers.Scipy().minimize(
         loss,
