@@ -1,17 +1,21 @@
 """VIConcave: the standard variational bound by convergent site steps (paper 003, Khan, Mohamed & Murphy)."""
 
-from typing import Any, ClassVar, Optional, Tuple
+from typing import Any, Callable, ClassVar, Optional, Tuple
 
 import gpflow
+import numpy as np
 import tensorflow as tf
 from gpflow.base import RegressionData
 
 from ..gaussian import (
+    NaturalParameters,
     kl_to_prior,
     marginals,
-    natural_gradient_parameters,
+    natural_parameters,
+    natural_step,
     q_from_natural,
     shift_sites,
+    site_target,
     statistics_from_projection,
     stored_q,
     whitened_q,
@@ -24,7 +28,7 @@ from .base import PERSISTENT_ROUTE, Data, GaussianSitesModel
 
 MAX_HALVINGS = 12
 """The most times a step of :class:`VIConcave` halves its size ρ (from 1 down to 2⁻¹²) looking for
-one that does not lower the ELBO; if none does, q(u) stays where it is."""
+one that does not lower the ELBO; if none does, q(u) stays where it is and the steps end."""
 
 ROUND_OFF = 1e-10
 """A step is taken if it lowers the ELBO by at most this much relative to max(1, |ELBO|): by no
@@ -183,15 +187,7 @@ class VIConcave(GaussianSitesModel):
             total, stats = over_data(self._expectation_and_statistics, m, R, differentiable=False)
             return tf.stop_gradient(total - kl_to_prior(m, R)), nest_stop_gradient(stats)
 
-        elbo, stats = evaluate(m, R)
-
-        def step(i: tf.Tensor, m: tf.Tensor, R: tf.Tensor, elbo: tf.Tensor, stats: Any) -> Any:
-            return (i + 1, *self._ascent_step(L, m, R, elbo, stats, evaluate))
-
-        # A loop, not num_updates copies of the step in the graph: a third of the tracing.
-        _, m, R, elbo, stats = tf.while_loop(
-            lambda i, *_: i < num_updates, step, (tf.constant(0), m, R, elbo, stats)
-        )
+        m, R = self._ascend(L, m, R, num_updates, evaluate)
         # The objective by the likelihood's fᵦ itself: the same value as the sites' (they touch
         # it), and a gradient in θ without differentiating the sites' own autodiff.
         total = over_data(self._expected_total, m, R, differentiable=True)
@@ -202,43 +198,56 @@ class VIConcave(GaussianSitesModel):
             q_sqrt=tf.stop_gradient(q_sqrt),
         )
 
-    def _ascent_step(
+    def _ascend(
         self,
         L: tf.Tensor,
         m: tf.Tensor,
         R: tf.Tensor,
-        elbo: tf.Tensor,
-        stats: SiteStatistics,
-        evaluate: Any,
-    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, SiteStatistics]:
+        num_updates: int,
+        evaluate: Callable[[tf.Tensor, tf.Tensor], Tuple[tf.Tensor, SiteStatistics]],
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
         """
-        One step from q(v) = N(m, R Rᵀ), whose ELBO and site statistics are given: the largest ρ
-        of 1, ½, …, 2^−:data:`MAX_HALVINGS` whose q does not lower the ELBO (by more than
-        :data:`ROUND_OFF`), or no step. Returns the new (m, R), its ELBO and its statistics.
+        ``num_updates`` steps from q(v) = N(m, R Rᵀ) (whitened by ``L``); returns the q(v) reached,
+        held fixed for the gradient.
+
+        One loop, one pass over the data (``evaluate``: the ELBO of a q and its sites'
+        statistics) per turn, so that the pass is traced once. Each turn evaluates a trial: the
+        first is q itself; every later one is a step from the q last taken, by ρ = 2⁻ʰ after h
+        halvings, towards the optimal q for that q's sites (their natural parameters, the
+        ``target``). A trial whose ELBO is not lower (by more than :data:`ROUND_OFF`) is taken,
+        and the next step starts at ρ = 1; otherwise ρ halves. When :data:`MAX_HALVINGS` halvings
+        find no such ρ, the steps end where they are: every later step would try the same
+        directions from the same q.
         """
         one = tf.ones((), dtype=m.dtype)
-        floor = elbo - ROUND_OFF * tf.maximum(one, tf.abs(elbo))
 
-        def candidate(rho: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, SiteStatistics]:
-            natural = natural_gradient_parameters(m, R, stats, one, rho)
-            m_new, R_new = q_from_natural(natural, L, whiten=True)
-            elbo_new, stats_new = evaluate(m_new, R_new[0])
-            return m_new, R_new[0], elbo_new, stats_new
+        def trial(m: tf.Tensor, R: tf.Tensor, target: Any, halvings: tf.Tensor) -> Any:
+            rho = tf.pow(0.5 * one, tf.cast(halvings, m.dtype))
+            m_new, R_new = q_from_natural(
+                natural_step(natural_parameters(m, R), target, rho), L, whiten=True
+            )
+            return m_new, R_new[0]
 
-        def lower(i: tf.Tensor, rho: tf.Tensor, state: Any) -> tf.Tensor:
-            return (i < MAX_HALVINGS) & (state[2] < floor)
+        def turn(
+            steps: tf.Tensor,
+            halvings: tf.Tensor,
+            m: tf.Tensor,
+            R: tf.Tensor,
+            elbo: tf.Tensor,
+            target: Any,
+        ) -> Any:
+            m_try, R_try = tf.cond(steps < 0, lambda: (m, R), lambda: trial(m, R, target, halvings))
+            elbo_try, stats = evaluate(m_try, R_try)
+            taken = elbo_try >= elbo - ROUND_OFF * tf.maximum(one, tf.abs(elbo))
+            stuck = ~taken & (halvings >= MAX_HALVINGS)
+            steps = tf.where(taken, steps + 1, tf.where(stuck, num_updates, steps))
+            halvings = tf.where(taken, 0, halvings + 1)
+            keep = lambda new, old: tf.where(taken, new, old)  # noqa: E731
+            target = tf.nest.map_structure(keep, site_target(stats, one), target)
+            return steps, halvings, keep(m_try, m), keep(R_try, R), keep(elbo_try, elbo), target
 
-        def halve(i: tf.Tensor, rho: tf.Tensor, state: Any) -> Tuple[tf.Tensor, tf.Tensor, Any]:
-            return i + 1, rho / 2, candidate(rho / 2)
-
-        _, _, (m_new, R_new, elbo_new, stats_new) = tf.while_loop(
-            lower, halve, (tf.constant(0), one, candidate(one))
-        )
-        took = elbo_new >= floor
-        keep = lambda new, old: tf.where(took, new, old)  # noqa: E731
-        return (
-            keep(m_new, m),
-            keep(R_new, R),
-            keep(elbo_new, elbo),
-            tf.nest.map_structure(keep, stats_new, stats),
-        )
+        # Before the first turn nothing is evaluated: ELBO −∞ (q itself is taken), no target.
+        not_yet = NaturalParameters(eta1=tf.zeros_like(m), precision=tf.zeros_like(R))
+        start = (tf.constant(-1), tf.constant(0), m, R, tf.constant(-np.inf, m.dtype), not_yet)
+        _, _, m, R, _, _ = tf.while_loop(lambda steps, *_: steps < num_updates, turn, start)
+        return tf.stop_gradient(m), tf.stop_gradient(R)
