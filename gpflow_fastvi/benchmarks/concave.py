@@ -25,7 +25,7 @@ ELBO of the best of the three, less 10⁻⁶ relative.
 
 import argparse
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -148,7 +148,7 @@ def full_form_at_fixed_theta(
 
 def raetsch_errors(
     names: Sequence[str], data_dir: Optional[str] = None, *, seed: int = 0
-) -> List[Dict[str, Any]]:
+) -> Iterator[Dict[str, Any]]:
     """
     The paper's binary comparison, on the sets ``names``, all with the probit link: the full-form
     VIConcave (Z = X) by :func:`~gpflow_fastvi.fit`, GPflow's VGP + Scipy (the same model and
@@ -156,8 +156,8 @@ def raetsch_errors(
     θ trained on EP's log marginal likelihood), each from the benchmark page's kernel, on the
     seeded 80/20 split. Per method: test error in %, mean test NLL, the objective per training
     point (the ELBO; EP's log Z_EP, an estimate of log p(y), not a bound) and the training seconds.
+    One row at a time, as each method finishes.
     """
-    rows = []
     for name in names:
         X, Y, X_test, Y_test = load_benchmark(name, data_dir, seed=seed)
         D = X.shape[1]
@@ -188,18 +188,15 @@ def raetsch_errors(
                 p = model.predict_y(X_test)[0].numpy().ravel()
                 log_density = model.predict_log_density((X_test, Y_test)).numpy()
                 objective = float(model.elbo())
-            rows.append(
-                {
-                    "set": name,
-                    "N": X.shape[0],
-                    "method": method,
-                    "error_percent": 100.0 * float(np.mean((p > 0.5) != (Y_test.ravel() > 0.5))),
-                    "test_nll": -float(np.mean(log_density)),
-                    "objective_per_point": objective / X.shape[0],
-                    "seconds": seconds,
-                }
-            )
-    return rows
+            yield {
+                "set": name,
+                "N": X.shape[0],
+                "method": method,
+                "error_percent": 100.0 * float(np.mean((p > 0.5) != (Y_test.ravel() > 0.5))),
+                "test_nll": -float(np.mean(log_density)),
+                "objective_per_point": objective / X.shape[0],
+                "seconds": seconds,
+            }
 
 
 def _scipy_curve(model: Any, loss: Callable[[], tf.Tensor]) -> Curve:
@@ -264,7 +261,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         for row in raetsch_errors(args.errors.split(","), args.data_dir):
             print(
                 f"| {row['set']} | {row['N']} | {row['method']} | {row['error_percent']:.2f} | "
-                f"{row['test_nll']:.4f} | {row['objective_per_point']:.5f} | {row['seconds']:.1f} |"
+                f"{row['test_nll']:.4f} | {row['objective_per_point']:.5f} | {row['seconds']:.1f} |",
+                flush=True,
             )
         return
     X, Y, X_test, Y_test = load_benchmark(args.name, args.data_dir)
