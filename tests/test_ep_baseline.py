@@ -122,11 +122,13 @@ def test_classifier_trains_on_log_marginal_and_predicts(rng):
     result = model.train()
     assert result.success
     assert model.log_marginal_likelihood() > before
-    p = model.predict_y(X)
-    assert np.mean((p > 0.5) == (Y.ravel() > 0.5)) > 0.75
+    p, var = model.predict_y(X)
+    np.testing.assert_allclose(var, p * (1 - p))
+    assert np.mean((p > 0.5) == (Y > 0.5)) > 0.75
     np.testing.assert_allclose(
-        model.predict_log_density(X, Y), np.log(np.where(Y.ravel() > 0.5, p, 1 - p)), rtol=1e-10
+        model.predict_log_density((X, Y)), np.log(np.where(Y > 0.5, p, 1 - p)).ravel(), rtol=1e-10
     )
+    assert model.maximum_log_likelihood_objective() == model.log_marginal_likelihood()
 
 
 def test_labels_other_than_plus_minus_one_are_refused():

@@ -180,14 +180,9 @@ def raetsch_errors(
                     options=dict(maxiter=100_000),
                 )
             seconds = time.perf_counter() - start
-            if method == "EP":
-                p = model.predict_y(X_test)
-                log_density = model.predict_log_density(X_test, Y_test)
-                objective = model.log_marginal_likelihood()
-            else:
-                p = model.predict_y(X_test)[0].numpy().ravel()
-                log_density = model.predict_log_density((X_test, Y_test)).numpy()
-                objective = float(model.elbo())
+            p = np.asarray(model.predict_y(X_test)[0]).ravel()
+            log_density = np.asarray(model.predict_log_density((X_test, Y_test)))
+            objective = float(model.maximum_log_likelihood_objective())  # ELBO; EP: log Z_EP
             yield {
                 "set": name,
                 "N": X.shape[0],

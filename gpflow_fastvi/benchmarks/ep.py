@@ -213,13 +213,20 @@ class EPClassifier:
             sites,
         )
 
-    def predict_y(self, X_test: np.ndarray) -> np.ndarray:
-        """p(y* = 1 | x*, data) = Φ(m* / √(1 + v*))."""
-        mean, var = self.predict_latent(X_test)
-        return ndtr(mean / np.sqrt(1.0 + var))
+    def maximum_log_likelihood_objective(self) -> float:
+        """What training maximises, GPflow's name for it: log Z_EP."""
+        return self.log_marginal_likelihood()
 
-    def predict_log_density(self, X_test: np.ndarray, Y_test: np.ndarray) -> np.ndarray:
-        """log p(y* | x*, data) for labels in {0, 1}."""
+    def predict_y(self, X_test: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """The mean and variance of y* ∈ {0, 1}, [T, 1] each, as GPflow's ``predict_y``: the mean
+        is p(y* = 1 | x*, data) = Φ(m* / √(1 + v*))."""
+        mean, var = self.predict_latent(X_test)
+        p = ndtr(mean / np.sqrt(1.0 + var))[:, None]
+        return p, p * (1.0 - p)
+
+    def predict_log_density(self, data: Tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """log p(y* | x*, data) [T] for labels in {0, 1}, as GPflow's ``predict_log_density``."""
+        X_test, Y_test = data
         mean, var = self.predict_latent(X_test)
         sign = 2.0 * np.asarray(Y_test, dtype=float).ravel() - 1.0
         return log_ndtr(sign * mean / np.sqrt(1.0 + var))
