@@ -70,11 +70,10 @@ def _log_marginal(
     tau_cavity = 1.0 / diag - tau
     nu_cavity = mu / diag - nu
     mean_cavity = nu_cavity / tau_cavity
-    s, L = _factor(K, tau)
+    _, L = _factor(K, tau)  # for log |B|
     z = y * mean_cavity / np.sqrt(1.0 + 1.0 / tau_cavity)
-    # ν̃ᵀ (K − K S̃^½ B⁻¹ S̃^½ K − (T̃ + T₋)⁻¹) ν̃ with T₋ the cavities' precisions.
-    V = solve_triangular(L, s[:, None] * K, lower=True)
-    quadratic = nu @ (K @ nu) - np.sum((V @ nu) ** 2) - np.sum(nu**2 / (tau + tau_cavity))
+    # ν̃ᵀ (K − K S̃^½ B⁻¹ S̃^½ K − (T̃ + T₋)⁻¹) ν̃ = ν̃ᵀ (Σ − (T̃ + T₋)⁻¹) ν̃, T₋ the cavities' precisions.
+    quadratic = nu @ mu - np.sum(nu**2 / (tau + tau_cavity))
     cavity_terms = mean_cavity @ (tau_cavity / (tau + tau_cavity) * (tau * mean_cavity - 2.0 * nu))
     return float(
         np.sum(log_ndtr(z))
@@ -133,13 +132,18 @@ def ep_probit(
     raise RuntimeError(f"EP did not converge in {max_sweeps} sweeps.")
 
 
+def _site_weights(K: np.ndarray, sites: EPSites) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """S̃^½, L and b = ν̃ − S̃^½ B⁻¹ S̃^½ K ν̃ = (K + S̃⁻¹)⁻¹ μ̃: the predictive mean is K(x*, X) b."""
+    s, L = _factor(K, sites.tau)
+    return s, L, sites.nu - s * cho_solve((L, True), s * (K @ sites.nu))
+
+
 def ep_log_marginal_gradient_weights(K: np.ndarray, sites: EPSites) -> np.ndarray:
     """
     R = b bᵀ − S̃^½ B⁻¹ S̃^½ with b = ν̃ − S̃^½ B⁻¹ S̃^½ K ν̃ (algorithm 5.2): the derivative of
     log Z_EP in any kernel parameter θⱼ is ½ tr(R ∂K/∂θⱼ).
     """
-    s, L = _factor(K, sites.tau)
-    b = sites.nu - s * cho_solve((L, True), s * (K @ sites.nu))
+    s, L, b = _site_weights(K, sites)
     return np.outer(b, b) - s[:, None] * cho_solve((L, True), np.diag(s))
 
 
@@ -150,8 +154,8 @@ def ep_predict(
     The predictive latent mean and variance at test points (algorithm 3.6), from
     ``K_cross`` = K(X, X*) [N, T] and the test points' prior variances [T].
     """
-    s, L = _factor(K, sites.tau)
-    mean = K_cross.T @ (sites.nu - s * cho_solve((L, True), s * (K @ sites.nu)))
+    s, L, b = _site_weights(K, sites)
+    mean = K_cross.T @ b
     V = solve_triangular(L, s[:, None] * K_cross, lower=True)
     return mean, K_test_diag - np.sum(V**2, axis=0)
 
