@@ -176,6 +176,48 @@ def test_robust_cholesky_escalates_jitter_for_duplicate_inducing_inputs():
     np.testing.assert_allclose(L @ tf.transpose(L), K, atol=1e-6)
 
 
+def _gradients_of_factor(cholesky, K, W):  # type: ignore[no-untyped-def]
+    """First and second derivatives in K of a function that reads a factor L = cholesky(K)."""
+    with tf.GradientTape() as outer:
+        outer.watch(K)
+        with tf.GradientTape() as inner:
+            inner.watch(K)
+            L = cholesky(K)
+            value = tf.reduce_sum(W * L) + tf.reduce_sum(tf.linalg.triangular_solve(L, W))
+        gradient = inner.gradient(value, K)
+        directional = tf.reduce_sum(W * gradient)
+    return gradient, outer.gradient(directional, K)
+
+
+@pytest.mark.parametrize("escalated", [False, True])
+def test_robust_cholesky_gradient_is_that_of_the_factorisation_that_succeeded(escalated):
+    # The gradient is written out (Murray's formula) instead of differentiated through the
+    # jitter's tf.cond, whose gradient was NaN after an escalation. It must equal TensorFlow's
+    # gradient of tf.linalg.cholesky at the jitter used, on the first attempt (to second order)
+    # and after escalation, eagerly and compiled.
+    rng = np.random.default_rng(3)
+    B = rng.normal(size=(5, 5))
+    K = B @ B.T
+    used = 1e-6
+    if escalated:  # smallest eigenvalue −3·10⁻⁵ of the mean diagonal: the escalation adds 10⁻⁴
+        K -= (np.linalg.eigvalsh(K)[0] + 3e-5 * np.mean(np.diag(K)) + 1e-6) * np.eye(5)
+        used += 1e-4 * np.mean(np.diag(K))
+    K, W = tf.constant(K), tf.constant(rng.normal(size=(5, 5)))
+    plain = _gradients_of_factor(
+        lambda K: tf.linalg.cholesky(K + used * tf.eye(5, dtype=K.dtype)), K, W
+    )
+    ours = lambda K: robust_cholesky(K, jitter=1e-6)  # noqa: E731
+    for gradients in (
+        _gradients_of_factor(ours, K, W),
+        tf.function(_gradients_of_factor)(ours, K, W),
+    ):
+        orders = 1 if escalated else 2
+        for a, b in list(zip(gradients, plain))[:orders]:
+            np.testing.assert_allclose(
+                a, b, rtol=1e-8, atol=1e-10 * float(tf.reduce_max(tf.abs(b)))
+            )
+
+
 def test_robust_cholesky_names_the_matrix_when_jitter_cannot_help():
     K = -tf.eye(3, dtype=tf.float64)
     with pytest.raises(

@@ -1,6 +1,6 @@
 """Cholesky factorisation with jitter that escalates, and a clear error when jitter cannot help."""
 
-from typing import Optional, Union
+from typing import Any, Callable, Optional, Tuple, Union
 
 import gpflow
 import tensorflow as tf
@@ -42,26 +42,61 @@ def escalating_cholesky(
     """
     The factor :func:`robust_cholesky` returns, without its check: where no jitter can save the
     factorisation, a factor with non-finite entries, for a caller that answers that case itself
-    (:func:`is_factorisable`).
+    (:func:`is_factorisable`). The jitter is a constant: no gradient reaches it.
     """
     if jitter is None:
         jitter = gpflow.config.default_jitter()
+    return _jittered_cholesky(K, tf.stop_gradient(tf.cast(jitter, K.dtype)))
+
+
+@tf.custom_gradient
+def _jittered_cholesky(K: tf.Tensor, jitter: tf.Tensor) -> Tuple[tf.Tensor, Callable[..., Any]]:
+    """
+    L = chol(K + (jitter + extra) I), extra = 0 unless that fails, with the gradient of the
+    factorisation itself (:func:`cholesky_gradient`) at whichever jitter succeeded.
+
+    Differentiating through the ``tf.cond`` that picks the jitter would cost twice: TensorFlow
+    builds the gradient of both branches (a third of the backward graph of a model's objective,
+    traced on every first call, for a branch that almost never runs), and where the first attempt
+    failed its NaN factor receives a zero gradient, 0 · NaN, so the gradient was NaN exactly when
+    the escalation had saved the factorisation. Second derivatives (through L inside the
+    gradient) are exact on the first attempt and not finite after an escalation.
+    """
     M = tf.shape(K)[-1]
     eye = tf.eye(M, dtype=K.dtype)
-    first = tf.linalg.cholesky(K + tf.cast(jitter, K.dtype) * eye)
+    first = tf.linalg.cholesky(K + jitter * eye)
 
     def escalate() -> tf.Tensor:
-        scale = tf.stop_gradient(tf.reduce_mean(tf.abs(tf.linalg.diag_part(K))))
-        extra = tf.constant(JITTER_ESCALATION, dtype=K.dtype) * scale + tf.cast(jitter, K.dtype)
+        scale = tf.reduce_mean(tf.abs(tf.linalg.diag_part(K)))
+        extra = tf.constant(JITTER_ESCALATION, dtype=K.dtype) * scale + jitter
         # All candidate jitters in one batched factorisation: no loop to trace, and this branch
         # only runs when the first attempt has failed.
-        trials = tf.linalg.cholesky(tf.stop_gradient(K)[None] + extra[:, None, None] * eye)
+        trials = tf.linalg.cholesky(K[None] + extra[:, None, None] * eye)
         succeeded = tf.reduce_all(tf.math.is_finite(tf.linalg.diag_part(trials)), axis=-1)
         # The first success; 0 if none succeeded, which leaves a non-finite factor.
-        smallest = tf.argmax(tf.cast(succeeded, tf.int32))
-        return tf.linalg.cholesky(K + tf.gather(extra, smallest) * eye)
+        return tf.gather(trials, tf.argmax(tf.cast(succeeded, tf.int32)))
 
-    return tf.cond(is_finite_factor(first), lambda: first, escalate)
+    L = tf.cond(is_finite_factor(first), lambda: first, escalate)
+
+    def gradient(dL: tf.Tensor) -> Tuple[tf.Tensor, None]:
+        return cholesky_gradient(L, dL), None
+
+    return L, gradient
+
+
+@check_shapes("L: [M, M]", "dL: [M, M]", "return: [M, M]")
+def cholesky_gradient(L: tf.Tensor, dL: tf.Tensor) -> tf.Tensor:
+    """
+    The gradient in a symmetric A of a function of L = chol(A), given its gradient ``dL`` in L
+    (Murray, 2016, "Differentiation of the Cholesky decomposition"): with Φ the lower triangle
+    with its diagonal halved, Ā = ½ (S + Sᵀ), S = L⁻ᵀ Φ(Lᵀ L̄) L⁻¹, by two triangular solves.
+    Symmetric, as TensorFlow's own gradient of ``tf.linalg.cholesky``.
+    """
+    P = tf.linalg.band_part(tf.matmul(L, dL, transpose_a=True), -1, 0)  # dL's upper part drops out
+    P = tf.linalg.set_diag(P, 0.5 * tf.linalg.diag_part(P))
+    Y = tf.linalg.triangular_solve(L, P, lower=True, adjoint=True)  # L⁻ᵀ P
+    St = tf.linalg.triangular_solve(L, tf.transpose(Y), lower=True, adjoint=True)  # Sᵀ
+    return 0.5 * (St + tf.transpose(St))
 
 
 def is_finite_factor(L: tf.Tensor) -> tf.Tensor:
