@@ -1,5 +1,6 @@
 """VIConcave: the standard variational bound by convergent site steps (paper 003, Khan, Mohamed & Murphy)."""
 
+import functools
 from typing import Any, Callable, ClassVar, Optional, Tuple
 
 import gpflow
@@ -129,26 +130,39 @@ class VIConcave(GaussianSitesModel):
 
     def _expectation_and_statistics(
         self, X: tf.Tensor, Y: tf.Tensor, projection: Any, m: tf.Tensor, R: tf.Tensor
-    ) -> Tuple[tf.Tensor, SiteStatistics]:
+    ) -> Tuple[tf.Tensor, SiteStatistics, Sites]:
         """
         Σᵢ fᵦ at the marginals of q(v) = N(m, R Rᵀ) at the points X (whose ``projection`` is
-        given), and the statistics of the sites there: one pass gives both the ELBO of q and the
-        step from it.
+        given), the statistics of the sites there, and the sites themselves (on f): one pass gives
+        the ELBO of q, the step from it, and the objective's gradient in θ at it.
         """
         Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
         mean = self.mean_function(X)
         Fmu = Gmu + mean
         sites = self.site_rule(X, Y, Fmu, Fvar)
         total = tf.reduce_sum(expected_sites(sites, Fmu, Fvar))  # = Σ fᵦ: the sites touch it
-        return total, statistics_from_projection(projection, shift_sites(sites, mean))
+        return total, statistics_from_projection(projection, shift_sites(sites, mean)), sites
 
     def _expected_total(
-        self, X: tf.Tensor, Y: tf.Tensor, projection: Any, m: tf.Tensor, R: tf.Tensor
+        self,
+        X: tf.Tensor,
+        Y: tf.Tensor,
+        projection: Any,
+        m: tf.Tensor,
+        R: tf.Tensor,
+        sites: Optional[Sites] = None,
     ) -> tf.Tensor:
-        """Σᵢ fᵦ at the marginals of q(v) = N(m, R Rᵀ) at the points X (``projection`` given)."""
+        """
+        Σᵢ fᵦ at the marginals of q(v) = N(m, R Rᵀ) at the points X (``projection`` given), as
+        the expectation of the sites there (``sites``, or read at the marginals held fixed): they
+        touch fᵦ to first order in the marginals, so it has fᵦ's value and gradient in θ, without
+        differentiating the quadrature.
+        """
         Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
         Fmu = Gmu + self.mean_function(X)
-        return tf.reduce_sum(self.expected_log_density(X, Y, Fmu, Fvar))
+        if sites is None:
+            sites = self.site_rule(X, Y, tf.stop_gradient(Fmu), tf.stop_gradient(Fvar))
+        return tf.reduce_sum(expected_sites(nest_stop_gradient(sites), Fmu, Fvar))
 
     def _stepped(
         self, data: Data, num_updates: int, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None
@@ -170,8 +184,9 @@ class VIConcave(GaussianSitesModel):
 
         def over_data(per_rows: Any, m: tf.Tensor, R: tf.Tensor, differentiable: bool) -> Any:
             """
-            Σ of ``per_rows(X, Y, projection, m, R)`` over the data, in memory or not; with a
-            gradient in θ only where ``differentiable`` (the objective, not the steps' passes).
+            ``per_rows(X, Y, projection, m, R)`` of all the data in memory, or its sum over a
+            stream's batches; with a gradient in θ only where ``differentiable`` (the objective,
+            not the steps' passes).
             """
             if in_memory:
                 held = projection if differentiable else nest_stop_gradient(projection)
@@ -183,14 +198,28 @@ class VIConcave(GaussianSitesModel):
             factor = L if differentiable else tf.stop_gradient(L)
             return self._sum_over_data(batch, data, (factor, m, R))
 
-        def evaluate(m: tf.Tensor, R: tf.Tensor) -> Tuple[tf.Tensor, SiteStatistics]:
-            total, stats = over_data(self._expectation_and_statistics, m, R, differentiable=False)
-            return tf.stop_gradient(total - kl_to_prior(m, R)), nest_stop_gradient(stats)
+        def evaluate(m: tf.Tensor, R: tf.Tensor) -> Tuple[tf.Tensor, SiteStatistics, Any]:
+            """
+            The ELBO of q(v) = N(m, R Rᵀ), its sites' statistics, and the sites themselves in
+            memory (a stream keeps nothing per point).
+            """
+            if in_memory:
+                total, stats, sites = over_data(self._expectation_and_statistics, m, R, False)
+            else:
+                summed = lambda *rows: self._expectation_and_statistics(*rows)[:2]  # noqa: E731
+                (total, stats), sites = over_data(summed, m, R, False), ()
+            elbo = tf.stop_gradient(total - kl_to_prior(m, R))
+            return elbo, nest_stop_gradient(stats), nest_stop_gradient(sites)
 
-        m, R = self._ascend(L, m, R, num_updates, evaluate)
-        # The objective by the likelihood's fᵦ itself: the same value as the sites' (they touch
-        # it), and a gradient in θ without differentiating the sites' own autodiff.
-        total = over_data(self._expected_total, m, R, differentiable=True)
+        no_sites = () if not in_memory else Sites(*(tf.zeros_like(data[1]),) * 3)
+        m, R, sites = self._ascend(L, m, R, num_updates, evaluate, no_sites)
+        # In memory, the sites of the q(u) reached are those of the loop's last pass.
+        per_rows = (
+            functools.partial(self._expected_total, sites=sites)
+            if in_memory
+            else self._expected_total
+        )
+        total = over_data(per_rows, m, R, differentiable=True)
         q_mu, q_sqrt = stored_q(m, R, L, self.whiten)
         return SteppedSites(
             objective=total - kl_to_prior(m, R),
@@ -204,20 +233,22 @@ class VIConcave(GaussianSitesModel):
         m: tf.Tensor,
         R: tf.Tensor,
         num_updates: int,
-        evaluate: Callable[[tf.Tensor, tf.Tensor], Tuple[tf.Tensor, SiteStatistics]],
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        evaluate: Callable[[tf.Tensor, tf.Tensor], Tuple[tf.Tensor, SiteStatistics, Any]],
+        held: Any,
+    ) -> Tuple[tf.Tensor, tf.Tensor, Any]:
         """
-        ``num_updates`` steps from q(v) = N(m, R Rᵀ) (whitened by ``L``); returns the q(v) reached,
-        held fixed for the gradient.
+        ``num_updates`` steps from q(v) = N(m, R Rᵀ) (whitened by ``L``); returns the q(v) reached
+        and what ``evaluate`` gave with it (``held`` is its shape before the first turn), held
+        fixed for the gradient.
 
-        One loop, one pass over the data (``evaluate``: the ELBO of a q and its sites'
-        statistics) per turn, so that the pass is traced once. Each turn evaluates a trial: the
-        first is q itself; every later one is a step from the q last taken, by ρ = 2⁻ʰ after h
-        halvings, towards the optimal q for that q's sites (their natural parameters, the
-        ``target``). A trial whose ELBO is not lower (by more than :data:`ROUND_OFF`) is taken,
-        and the next step starts at ρ = 1; otherwise ρ halves. When :data:`MAX_HALVINGS` halvings
-        find no such ρ, the steps end where they are: every later step would try the same
-        directions from the same q.
+        One loop, one pass over the data (``evaluate``: the ELBO of a q, its sites' statistics,
+        and whatever else the caller keeps of the pass) per turn, so that the pass is traced
+        once. Each turn evaluates a trial: the first is q itself; every later one is a step from
+        the q last taken, by ρ = 2⁻ʰ after h halvings, towards the optimal q for that q's sites
+        (their natural parameters, the ``target``). A trial whose ELBO is not lower (by more than
+        :data:`ROUND_OFF`) is taken, and the next step starts at ρ = 1; otherwise ρ halves. When
+        :data:`MAX_HALVINGS` halvings find no such ρ, the steps end where they are: every later
+        step would try the same directions from the same q.
         """
         one = tf.ones((), dtype=m.dtype)
 
@@ -235,19 +266,30 @@ class VIConcave(GaussianSitesModel):
             R: tf.Tensor,
             elbo: tf.Tensor,
             target: Any,
+            held: Any,
         ) -> Any:
             m_try, R_try = tf.cond(steps < 0, lambda: (m, R), lambda: trial(m, R, target, halvings))
-            elbo_try, stats = evaluate(m_try, R_try)
+            elbo_try, stats, held_try = evaluate(m_try, R_try)
             taken = elbo_try >= elbo - ROUND_OFF * tf.maximum(one, tf.abs(elbo))
             stuck = ~taken & (halvings >= MAX_HALVINGS)
             steps = tf.where(taken, steps + 1, tf.where(stuck, num_updates, steps))
             halvings = tf.where(taken, 0, halvings + 1)
             keep = lambda new, old: tf.where(taken, new, old)  # noqa: E731
             target = tf.nest.map_structure(keep, site_target(stats, one), target)
-            return steps, halvings, keep(m_try, m), keep(R_try, R), keep(elbo_try, elbo), target
+            held = tf.nest.map_structure(keep, held_try, held)
+            m, R, elbo = keep(m_try, m), keep(R_try, R), keep(elbo_try, elbo)
+            return steps, halvings, m, R, elbo, target, held
 
         # Before the first turn nothing is evaluated: ELBO −∞ (q itself is taken), no target.
         not_yet = NaturalParameters(eta1=tf.zeros_like(m), precision=tf.zeros_like(R))
-        start = (tf.constant(-1), tf.constant(0), m, R, tf.constant(-np.inf, m.dtype), not_yet)
-        _, _, m, R, _, _ = tf.while_loop(lambda steps, *_: steps < num_updates, turn, start)
-        return tf.stop_gradient(m), tf.stop_gradient(R)
+        start = (
+            tf.constant(-1),
+            tf.constant(0),
+            m,
+            R,
+            tf.constant(-np.inf, m.dtype),
+            not_yet,
+            held,
+        )
+        _, _, m, R, _, _, held = tf.while_loop(lambda steps, *_: steps < num_updates, turn, start)
+        return tf.stop_gradient(m), tf.stop_gradient(R), nest_stop_gradient(held)
