@@ -72,7 +72,9 @@ class VIConcave(GaussianSitesModel):
     **Training.** :func:`gpflow_fastvi.fit` runs one L-BFGS-B run over θ on the ELBO at the
     model's q(u), each evaluation taking ``n_upd`` steps from the stored q(u) (the persistent
     route); by the envelope theorem its gradient at the fixed point is that of the ELBO at the
-    optimal q. :meth:`update_sites` takes steps at fixed θ. The model's :meth:`objective` is the
+    optimal q. That gradient is taken through the sites of the steps' last pass (they touch fᵦ to
+    first order in the marginals), not through the quadrature. :meth:`update_sites` takes steps
+    at fixed θ. The model's :meth:`objective` is the
     standard ELBO, :meth:`elbo`.
 
     Likelihoods: any :class:`gpflow.likelihoods.ScalarLikelihood` whose log-density is concave
