@@ -168,3 +168,30 @@ def test_objective_and_its_gradient_are_svgps_at_the_q_reached(rng, streamed):
     np.testing.assert_allclose(stepped.objective, elbo, rtol=1e-10)
     for ours, reference in zip(gradient, expected):
         np.testing.assert_allclose(ours, reference, rtol=1e-7)
+
+
+def test_objective_gradient_reaches_the_likelihoods_own_parameters(rng):
+    """The sites touch fᵦ in the marginals only: a Gaussian's variance must still get SVGP's
+    gradient (fᵦ's own, at the held marginals), as must the kernel's parameters."""
+    X = rng.uniform(-2.0, 2.0, size=(60, 1))
+    Y = np.sin(2.0 * X) + 0.3 * rng.normal(size=X.shape)
+    Z = X[::6].copy()
+    likelihood = gpflow.likelihoods.Gaussian(variance=0.5)
+    model = fv.VIConcave(_kernel(), likelihood, Z, num_data=len(X))
+    with tf.GradientTape() as tape:
+        stepped = model.stepped_sites(2, (X, Y))
+    gradient = tape.gradient(stepped.objective, model.trainable_variables)
+
+    svgp = gpflow.models.SVGP(_kernel(), likelihood, Z, num_data=len(X), whiten=True)
+    svgp.q_mu.assign(stepped.q_mu)
+    svgp.q_sqrt.assign(stepped.q_sqrt)
+    gpflow.set_trainable(svgp.q_mu, False)
+    gpflow.set_trainable(svgp.q_sqrt, False)
+    gpflow.set_trainable(svgp.inducing_variable, False)  # fixed, as VIConcave's by default
+    with tf.GradientTape() as tape:
+        elbo = svgp.elbo((X, Y))
+    expected = tape.gradient(elbo, svgp.trainable_variables)
+    assert len(gradient) == len(expected) == 3  # lengthscale, variance, noise variance
+    np.testing.assert_allclose(stepped.objective, elbo, rtol=1e-10)
+    for ours, reference in zip(gradient, expected):
+        np.testing.assert_allclose(ours, reference, rtol=1e-7, atol=1e-10)

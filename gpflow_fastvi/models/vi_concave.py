@@ -156,14 +156,21 @@ class VIConcave(GaussianSitesModel):
         """
         Σᵢ fᵦ at the marginals of q(v) = N(m, R Rᵀ) at the points X (``projection`` given), as
         the expectation of the sites there (``sites``, or read at the marginals held fixed): they
-        touch fᵦ to first order in the marginals, so it has fᵦ's value and gradient in θ, without
-        differentiating the quadrature.
+        touch fᵦ to first order in the marginals, so it has fᵦ's value and gradient in the
+        kernel, inducing inputs and mean function without differentiating the quadrature.
         """
         Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
         Fmu = Gmu + self.mean_function(X)
+        held_Fmu, held_Fvar = tf.stop_gradient(Fmu), tf.stop_gradient(Fvar)
         if sites is None:
-            sites = self.site_rule(X, Y, tf.stop_gradient(Fmu), tf.stop_gradient(Fvar))
-        return tf.reduce_sum(expected_sites(nest_stop_gradient(sites), Fmu, Fvar))
+            sites = self.site_rule(X, Y, held_Fmu, held_Fvar)
+        total = tf.reduce_sum(expected_sites(nest_stop_gradient(sites), Fmu, Fvar))
+        if not self.likelihood.trainable_variables:
+            return total
+        # The sites carry fᵦ's gradient in the marginals only; its gradient in the likelihood's
+        # own parameters (a Gaussian's variance) is fᵦ's at the held marginals, added at value 0.
+        f_b = tf.reduce_sum(self.expected_log_density(X, Y, held_Fmu, held_Fvar))
+        return total + (f_b - tf.stop_gradient(f_b))
 
     def _stepped(
         self, data: Data, num_updates: int, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None
