@@ -83,7 +83,8 @@ def _covariance(K: np.ndarray, lam: np.ndarray) -> np.ndarray:
 def elbo(K: np.ndarray, y: np.ndarray, alpha: np.ndarray, lam: np.ndarray) -> float:
     """
     The standard ELBO of q(f) = N(K α, (K⁻¹ + diag λ)⁻¹): Σ fᵦ − KL[q ‖ N(0, K)], with
-    KL = ½ [tr B⁻¹ + αᵀ K α − N + log |B|], B = I + √λ K √λ (log |K| − log |V| = log |B|).
+    KL = ½ [tr B⁻¹ + αᵀ K α − N + log det B], B = I + √λ K √λ (log det K − log det V =
+    log det B).
     """
     root, LB = _site_factor(K, lam)
     C = solve_triangular(LB, root[:, None] * K, lower=True)
