@@ -172,7 +172,7 @@ def coordinate_ascent(
 ) -> CoordinateAscent:
     """
     The paper's algorithm (module docstring) from the prior (λ = 0, m = 0) for the kernel matrix
-    ``K`` [N, N] and labels ``y`` ∈ {−1, +1} [N], for ``sweeps`` sweeps or until one raises the
+    ``K`` [N, N] and labels ``y`` ∈ {−1, +1} [N], for ``sweeps`` sweeps or until one changes the
     ELBO by at most ``tol`` relative. ``callback(sweep, elbo)`` is called after each sweep.
     """
     y = np.asarray(y, dtype=float).ravel()
