@@ -73,10 +73,15 @@ def _site_factor(K: np.ndarray, lam: np.ndarray) -> Tuple[np.ndarray, np.ndarray
     return root, cholesky(np.eye(len(lam)) + root[:, None] * K * root[None, :], lower=True)
 
 
-def _covariance(K: np.ndarray, lam: np.ndarray) -> np.ndarray:
-    """V = (K⁻¹ + diag λ)⁻¹ = K − K √λ B⁻¹ √λ K, without inverting K."""
+def _reduction(K: np.ndarray, lam: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """LB and C = LB⁻¹ √λ K, so that V = (K⁻¹ + diag λ)⁻¹ = K − Cᵀ C, without inverting K."""
     root, LB = _site_factor(K, lam)
-    C = solve_triangular(LB, root[:, None] * K, lower=True)
+    return LB, solve_triangular(LB, root[:, None] * K, lower=True)
+
+
+def _covariance(K: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """V = (K⁻¹ + diag λ)⁻¹."""
+    C = _reduction(K, lam)[1]
     return K - C.T @ C
 
 
@@ -86,10 +91,9 @@ def elbo(K: np.ndarray, y: np.ndarray, alpha: np.ndarray, lam: np.ndarray) -> fl
     KL = ½ [tr B⁻¹ + αᵀ K α − N + log det B], B = I + √λ K √λ (log det K − log det V =
     log det B).
     """
-    root, LB = _site_factor(K, lam)
-    C = solve_triangular(LB, root[:, None] * K, lower=True)
+    LB, C = _reduction(K, lam)
     m = K @ alpha
-    v = np.diag(K) - np.sum(C**2, axis=0)
+    v = np.diag(K) - np.sum(C**2, axis=0)  # diag V
     f_b = expected_log_density(y, m, v)[0]
     trace = np.sum(solve_triangular(LB, np.eye(len(y)), lower=True) ** 2)  # tr B⁻¹
     kl = 0.5 * (trace + alpha @ m - len(y) + 2.0 * np.sum(np.log(np.diag(LB))))
