@@ -190,6 +190,49 @@ def test_objective_and_its_gradient_are_svgps_at_the_q_reached(rng, streamed):
         np.testing.assert_allclose(ours, reference, rtol=1e-7)
 
 
+def test_steps_from_kept_sites_at_a_new_theta(rng):
+    """
+    The persistent route's evaluation: the steps start from the optimal q(u), at the trial θ, for
+    the sites read at another θ (the last accepted iterate's marginals). The objective and its
+    gradient are still SVGP's at the q(u) reached, the first step is the whole step to those
+    sites' optimum, and the marginals handed on are those of the q(u) reached.
+    """
+    X, Y = make_binary_data(rng, N=120)
+    Z = X[::8].copy()
+    likelihood = gpflow.likelihoods.Bernoulli(**LOGIT)
+    model = fv.VIConcave(_kernel(), likelihood, Z, num_data=len(X))
+    model.update_sites(2, data=(X, Y))
+    kept = model.site_parameters((X, Y))  # the marginals (m, v) at the first θ
+    model.kernel.lengthscales.assign(0.6)  # the trial θ
+
+    one = model.stepped_sites(1, (X, Y), site_parameters=kept)
+    # one step: the optimal q(u) for the kept sites, their collapsed bound's optimum at this θ
+    sites = model.site_rule(X, Y, *kept)
+    stats = fv.gaussian.statistics_from_projection(model.projection(X, model.Kmm_cholesky()), sites)
+    target = fv.gaussian.site_target(stats, tf.ones((), tf.float64))
+    m, R = fv.gaussian.q_from_natural(target, model.Kmm_cholesky(), whiten=True)
+    np.testing.assert_allclose(one.q_mu, m, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(one.q_sqrt, R, rtol=1e-9, atol=1e-12)
+
+    with tf.GradientTape() as tape:
+        stepped = model.stepped_sites(3, (X, Y), site_parameters=kept)
+    gradient = tape.gradient(stepped.objective, model.kernel.trainable_variables)
+    svgp = gpflow.models.SVGP(_kernel(), likelihood, Z, num_data=len(X), whiten=True)
+    svgp.kernel.lengthscales.assign(0.6)
+    svgp.q_mu.assign(stepped.q_mu)
+    svgp.q_sqrt.assign(stepped.q_sqrt)
+    with tf.GradientTape() as tape:
+        elbo = svgp.elbo((X, Y))
+    expected = tape.gradient(elbo, svgp.kernel.trainable_variables)
+    assert float(stepped.objective) >= float(one.objective)  # the later steps did not lower it
+    np.testing.assert_allclose(stepped.objective, elbo, rtol=1e-10)
+    for ours, reference in zip(gradient, expected):
+        np.testing.assert_allclose(ours, reference, rtol=1e-7)
+    mean, var = svgp.predict_f(X)
+    np.testing.assert_allclose(stepped.site_parameters[0], mean, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(stepped.site_parameters[1], var, rtol=1e-9, atol=1e-12)
+
+
 def test_objective_gradient_reaches_the_likelihoods_own_parameters(rng):
     """The sites touch fᵦ in the marginals only: a Gaussian's variance must still get SVGP's
     gradient (fᵦ's own, at the held marginals), as must the kernel's parameters."""

@@ -70,9 +70,10 @@ class VIConcave(GaussianSitesModel):
     the package does.
 
     **Training.** :func:`gpflow_fastvi.fit` runs one L-BFGS-B run over θ on the ELBO at the
-    model's q(u), each evaluation taking ``n_upd`` steps from the stored q(u) (the persistent
-    route); by the envelope theorem its gradient at the fixed point is that of the ELBO at the
-    optimal q. That gradient is taken through the sites of the steps' last pass (they touch fᵦ to
+    model's q(u), each evaluation taking ``n_upd`` steps (the persistent route): with the data in
+    memory the first is to the optimal q(u), at the trial θ, for the sites of the last accepted
+    iterate (kept by ``fit`` as their marginals), otherwise from the stored q(u); by the envelope
+    theorem its gradient at the fixed point is that of the ELBO at the optimal q. That gradient is taken through the sites of the steps' last pass (they touch fᵦ to
     first order in the marginals), not through the quadrature. :meth:`update_sites` takes steps
     at fixed θ. The model's :meth:`objective` is the standard ELBO, :meth:`elbo`.
 
@@ -86,7 +87,6 @@ class VIConcave(GaussianSitesModel):
     training_routes = {"persistent": PERSISTENT_ROUTE}
     default_route = "persistent"
     objective_is_bound = True
-    steps_from_site_parameters = False
 
     @classmethod
     def checked_likelihood(
@@ -131,18 +131,20 @@ class VIConcave(GaussianSitesModel):
 
     def _expectation_and_statistics(
         self, X: tf.Tensor, Y: tf.Tensor, projection: Any, m: tf.Tensor, R: tf.Tensor
-    ) -> Tuple[tf.Tensor, SiteStatistics, Sites]:
+    ) -> Tuple[tf.Tensor, SiteStatistics, Sites, Tuple[tf.Tensor, tf.Tensor]]:
         """
         Σᵢ fᵦ at the marginals of q(v) = N(m, R Rᵀ) at the points X (whose ``projection`` is
-        given), the statistics of the sites there, and the sites themselves (on f): one pass gives
-        the ELBO of q, the step from it, and the objective's gradient in θ at it.
+        given), the statistics of the sites there, the sites themselves (on f) and the marginals
+        (mᵢ, vᵢ): one pass gives the ELBO of q, the step from it, and the objective's gradient in
+        θ at it.
         """
         Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
         mean = self.mean_function(X)
         Fmu = Gmu + mean
         sites = self.site_rule(X, Y, Fmu, Fvar)
         total = tf.reduce_sum(expected_sites(sites, Fmu, Fvar))  # = Σ fᵦ: the sites touch it
-        return total, statistics_from_projection(projection, shift_sites(sites, mean)), sites
+        stats = statistics_from_projection(projection, shift_sites(sites, mean))
+        return total, stats, sites, (Fmu, Fvar)
 
     def _expected_total(
         self,
@@ -176,18 +178,28 @@ class VIConcave(GaussianSitesModel):
         self, data: Data, num_updates: int, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None
     ) -> SteppedSites:
         """
-        ``num_updates`` steps from the stored q(u), each from the sites at its marginals towards
-        their optimal q(u), by the largest ρ of 1, ½, ¼, … that does not lower the ELBO; the
-        objective is the ELBO at the q(u) reached, differentiable in θ with that q(u) (whitened)
-        held fixed.
+        ``num_updates`` steps, each from the sites at the marginals of the q(u) it starts from
+        towards their optimal q(u), by the largest ρ of 1, ½, ¼, … that does not lower the ELBO;
+        the objective is the ELBO at the q(u) reached, differentiable in θ with that q(u)
+        (whitened) held fixed.
+
+        The steps start from the stored q(u), or, given ``site_parameters`` (the marginals (mᵢ, vᵢ)
+        the last accepted evaluation read its sites at, which :func:`~gpflow_fastvi.fit` keeps
+        between evaluations when the data are in memory), from the optimal q(u) for those sites at
+        this θ: the first step, taken whole, and the q(u) whose ELBO the others must not lower.
+        Sites carry over a change of θ better than the whitened q(u) does (on banana that q(u)
+        is about as good as two steps from the stored one), and forming it needs their statistics
+        only, not a pass's marginals and quadrature. The result then carries the marginals of the
+        q(u) reached, where the next evaluation starts.
         """
-        if site_parameters is not None:
-            raise ValueError("VIConcave steps from its q(u); it takes no site parameters.")
         num_updates = positive_int(num_updates, "num_updates")
-        L = self.Kmm_cholesky()
-        m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
-        m, R = (tf.stop_gradient(tf.convert_to_tensor(t)) for t in (m, R))
         in_memory = self.projects_all_at_once(data)
+        if site_parameters is not None and not in_memory:
+            raise ValueError(
+                "stepped_sites(site_parameters=...) holds one value per point: it needs the data "
+                "as arrays (X, Y), batch_size=None and no tf.distribute strategy."
+            )
+        L = self.Kmm_cholesky()
         projection = self.projection(data[0], L) if in_memory else None
 
         def over_data(per_rows: Any, m: tf.Tensor, R: tf.Tensor, differentiable: bool) -> Any:
@@ -208,19 +220,37 @@ class VIConcave(GaussianSitesModel):
 
         def evaluate(m: tf.Tensor, R: tf.Tensor) -> Tuple[tf.Tensor, SiteStatistics, Any]:
             """
-            The ELBO of q(v) = N(m, R Rᵀ), its sites' statistics, and the sites themselves in
-            memory (a stream keeps nothing per point).
+            The ELBO of q(v) = N(m, R Rᵀ), its sites' statistics, and in memory the sites
+            themselves with the marginals they were read at (a stream keeps nothing per point).
             """
             if in_memory:
-                total, stats, sites = over_data(self._expectation_and_statistics, m, R, False)
+                per_rows = self._expectation_and_statistics
+                total, stats, sites, marginals = over_data(per_rows, m, R, False)
+                kept: Any = (sites, marginals)
             else:
                 summed = lambda *rows: self._expectation_and_statistics(*rows)[:2]  # noqa: E731
-                (total, stats), sites = over_data(summed, m, R, False), ()
+                (total, stats), kept = over_data(summed, m, R, False), ()
             elbo = tf.stop_gradient(total - kl_to_prior(m, R))
-            return elbo, nest_stop_gradient(stats), nest_stop_gradient(sites)
+            return elbo, nest_stop_gradient(stats), nest_stop_gradient(kept)
 
-        no_sites = () if not in_memory else Sites(*(tf.zeros_like(data[1]),) * 3)
-        m, R, sites = self._ascend(L, m, R, num_updates, evaluate, no_sites)
+        if site_parameters is None:
+            m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
+            m, R = (tf.stop_gradient(tf.convert_to_tensor(t)) for t in (m, R))
+            steps = num_updates
+        else:
+            # The first step: the optimal q(u) for the kept sites, at this θ.
+            X, Y = data
+            Fmu, Fvar = (tf.stop_gradient(p) for p in site_parameters)
+            sites = shift_sites(self.site_rule(X, Y, Fmu, Fvar), self.mean_function(X))
+            stats = statistics_from_projection(nest_stop_gradient(projection), sites)
+            m, R = q_from_natural(site_target(stats, tf.ones((), L.dtype)), L, whiten=True)
+            m, R = tf.stop_gradient(m), tf.stop_gradient(R[0])
+            steps = num_updates - 1
+        # What the loop keeps of a pass: in memory the sites and marginals ([N, 1] each).
+        zeros = tf.zeros_like(data[1]) if in_memory else None
+        nothing_kept = (Sites(zeros, zeros, zeros), (zeros, zeros)) if in_memory else ()
+        m, R, kept = self._ascend(L, m, R, steps, evaluate, nothing_kept)
+        sites, marginals = kept if in_memory else (None, ())
         # In memory, the sites of the q(u) reached are those of the loop's last pass.
         per_rows = (
             functools.partial(self._expected_total, sites=sites)
@@ -233,6 +263,7 @@ class VIConcave(GaussianSitesModel):
             objective=total - kl_to_prior(m, R),
             q_mu=tf.stop_gradient(q_mu),
             q_sqrt=tf.stop_gradient(q_sqrt),
+            site_parameters=marginals if site_parameters is not None else (),
         )
 
     def _ascend(
