@@ -73,9 +73,10 @@ class VIConcave(GaussianSitesModel):
     model's q(u), each evaluation taking ``n_upd`` steps (the persistent route): with the data in
     memory the first is to the optimal q(u), at the trial θ, for the sites of the last accepted
     iterate (kept by ``fit`` as their marginals), otherwise from the stored q(u); by the envelope
-    theorem its gradient at the fixed point is that of the ELBO at the optimal q. That gradient is taken through the sites of the steps' last pass (they touch fᵦ to
-    first order in the marginals), not through the quadrature. :meth:`update_sites` takes steps
-    at fixed θ. The model's :meth:`objective` is the standard ELBO, :meth:`elbo`.
+    theorem its gradient at the fixed point is that of the ELBO at the optimal q. That gradient is
+    taken through the sites of the steps' last pass (they touch fᵦ to first order in the
+    marginals), not through the quadrature. :meth:`update_sites` takes steps at fixed θ. The
+    model's :meth:`objective` is the standard ELBO, :meth:`elbo`.
 
     Likelihoods: any :class:`gpflow.likelihoods.ScalarLikelihood` whose log-density is concave
     in f (Bernoulli with the logit or probit link, Poisson, Gaussian, Exponential, Gamma);
