@@ -70,12 +70,13 @@ class VIConcave(GaussianSitesModel):
     the package does.
 
     **Training.** :func:`gpflow_fastvi.fit` runs one L-BFGS-B run over θ on the ELBO at the
-    model's q(u), each evaluation taking ``n_upd`` steps (the persistent route): with the data in
-    memory the first is to the optimal q(u), at the trial θ, for the sites of the last accepted
-    iterate (kept by ``fit`` as their marginals), otherwise from the stored q(u); by the envelope
-    theorem its gradient at the fixed point is that of the ELBO at the optimal q. That gradient is
-    taken through the sites of the steps' last pass (they touch fᵦ to first order in the
-    marginals), not through the quadrature. :meth:`update_sites` takes steps at fixed θ. The
+    model's q(u), each evaluation taking ``n_upd`` steps (the persistent route): the first to the
+    optimal q(u), at the trial θ, for the sites of the last accepted iterate (kept by ``fit`` as
+    their marginals with the data in memory; a stream reads them again), the later ones halved
+    until the ELBO does not fall (:meth:`stepped_sites`). By the envelope theorem its gradient at
+    the fixed point is that of the ELBO at the optimal q. That gradient is taken through the
+    sites of the steps' last pass (they touch fᵦ to first order in the marginals), not through
+    the quadrature. :meth:`update_sites` takes steps at fixed θ. The
     model's :meth:`objective` is the standard ELBO, :meth:`elbo`.
 
     Likelihoods: any :class:`gpflow.likelihoods.ScalarLikelihood` whose log-density is concave
@@ -175,8 +176,33 @@ class VIConcave(GaussianSitesModel):
         f_b = tf.reduce_sum(self.expected_log_density(X, Y, held_Fmu, held_Fvar))
         return total + (f_b - tf.stop_gradient(f_b))
 
+    def stepped_sites(
+        self,
+        num_updates: int,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
+    ) -> SteppedSites:
+        """
+        ``num_updates`` steps at the current θ, as an optimiser of θ evaluates them
+        (:func:`~gpflow_fastvi.fit`'s persistent route); nothing is assigned.
+
+        The first step goes to the optimal q(u), at this θ, for the sites of the stored q(u) read
+        where it was set (the θ of the last accepted iterate): their marginals (mᵢ, vᵢ) as given
+        in ``site_parameters`` (which ``fit`` keeps between evaluations when the data are in
+        memory, as the result's ``site_parameters`` hand them on), or read per batch. It is
+        taken whole: across a change of θ there is no earlier ELBO to keep. Sites carry over a
+        change of θ better than the whitened q(u) does (on banana that q(u) is about as good as
+        two steps from the stored one), and forming it needs their statistics only. The later
+        steps are :meth:`update_sites`'s, halved until the ELBO does not fall.
+        """
+        return self._stepped(self.training_data(data), num_updates, site_parameters, True)
+
     def _stepped(
-        self, data: Data, num_updates: int, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None
+        self,
+        data: Data,
+        num_updates: int,
+        site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
+        from_sites: bool = False,
     ) -> SteppedSites:
         """
         ``num_updates`` steps, each from the sites at the marginals of the q(u) it starts from
@@ -184,14 +210,10 @@ class VIConcave(GaussianSitesModel):
         the objective is the ELBO at the q(u) reached, differentiable in θ with that q(u)
         (whitened) held fixed.
 
-        The steps start from the stored q(u), or, given ``site_parameters`` (the marginals (mᵢ, vᵢ)
-        the last accepted evaluation read its sites at, which :func:`~gpflow_fastvi.fit` keeps
-        between evaluations when the data are in memory), from the optimal q(u) for those sites at
-        this θ: the first step, taken whole, and the q(u) whose ELBO the others must not lower.
-        Sites carry over a change of θ better than the whitened q(u) does (on banana that q(u)
-        is about as good as two steps from the stored one), and forming it needs their statistics
-        only, not a pass's marginals and quadrature. The result then carries the marginals of the
-        q(u) reached, where the next evaluation starts.
+        The steps start from the stored q(u) (:meth:`update_sites`, the full-data loss), or
+        ``from_sites`` from the optimal q(u) for the sites of the stored q(u) where it was set
+        (:meth:`stepped_sites`), their marginals given in ``site_parameters`` (in memory) or read
+        per batch; the result then carries the marginals of the q(u) reached in memory.
         """
         num_updates = positive_int(num_updates, "num_updates")
         in_memory = self.projects_all_at_once(data)
@@ -234,19 +256,24 @@ class VIConcave(GaussianSitesModel):
             elbo = tf.stop_gradient(total - kl_to_prior(m, R))
             return elbo, nest_stop_gradient(stats), nest_stop_gradient(kept)
 
-        if site_parameters is None:
-            m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
-            m, R = (tf.stop_gradient(tf.convert_to_tensor(t)) for t in (m, R))
-            steps = num_updates
-        else:
-            # The first step: the optimal q(u) for the kept sites, at this θ.
+        if site_parameters is not None:
+            # The first step: the optimal q(u), at this θ, for the sites at the kept marginals.
             X, Y = data
             Fmu, Fvar = (tf.stop_gradient(p) for p in site_parameters)
             sites = shift_sites(self.site_rule(X, Y, Fmu, Fvar), self.mean_function(X))
             stats = statistics_from_projection(nest_stop_gradient(projection), sites)
-            m, R = q_from_natural(site_target(stats, tf.ones((), L.dtype)), L, whiten=True)
+        elif from_sites:
+            # The same, the marginals read off the stored q(u) where it was set, batch by batch.
+            stats = self._pass_statistics(data, L, self.site_rule, projection)
+        if site_parameters is not None or from_sites:
+            target = site_target(nest_stop_gradient(stats), tf.ones((), L.dtype))
+            m, R = q_from_natural(target, L, whiten=True)
             m, R = tf.stop_gradient(m), tf.stop_gradient(R[0])
             steps = num_updates - 1
+        else:
+            m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
+            m, R = (tf.stop_gradient(tf.convert_to_tensor(t)) for t in (m, R))
+            steps = num_updates
         # What the loop keeps of a pass: in memory the sites and marginals ([N, 1] each).
         zeros = tf.zeros_like(data[1]) if in_memory else None
         nothing_kept = (Sites(zeros, zeros, zeros), (zeros, zeros)) if in_memory else ()
