@@ -487,6 +487,19 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         shared = (L,) if q is None else (L, *(tf.stop_gradient(t) for t in q))
         return self._sum_over_data(batch_statistics, data, shared)
 
+    def _steps_in_memory(self, data: Data, site_parameters: Optional[SiteParameters]) -> bool:
+        """
+        Whether the steps see all the data at once (:meth:`projects_all_at_once`); given
+        ``site_parameters`` (one value per point), they must.
+        """
+        in_memory = self.projects_all_at_once(data)
+        if site_parameters is not None and not in_memory:
+            raise ValueError(
+                "stepped_sites(site_parameters=...) holds one value per point: it needs the data "
+                "as arrays (X, Y), batch_size=None and no tf.distribute strategy."
+            )
+        return in_memory
+
     def _stepped(
         self, data: Data, num_updates: int, site_parameters: Optional[SiteParameters] = None
     ) -> SteppedSites:
@@ -498,12 +511,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         """
         num_updates = positive_int(num_updates, "num_updates")
         L = self.Kmm_cholesky()
-        in_memory = self.projects_all_at_once(data)
-        if site_parameters is not None and not in_memory:
-            raise ValueError(
-                "stepped_sites(site_parameters=...) holds one value per point: it needs the data "
-                "as arrays (X, Y), batch_size=None and no tf.distribute strategy."
-            )
+        in_memory = self._steps_in_memory(data, site_parameters)
         projection = self.projection(data[0], L) if in_memory else None
         q = None  # the first pass reads the stored q(u)
         for step in range(num_updates):

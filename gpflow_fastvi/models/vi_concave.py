@@ -216,12 +216,7 @@ class VIConcave(GaussianSitesModel):
         per batch; the result then carries the marginals of the q(u) reached in memory.
         """
         num_updates = positive_int(num_updates, "num_updates")
-        in_memory = self.projects_all_at_once(data)
-        if site_parameters is not None and not in_memory:
-            raise ValueError(
-                "stepped_sites(site_parameters=...) holds one value per point: it needs the data "
-                "as arrays (X, Y), batch_size=None and no tf.distribute strategy."
-            )
+        in_memory = self._steps_in_memory(data, site_parameters)
         L = self.Kmm_cholesky()
         projection = self.projection(data[0], L) if in_memory else None
 
@@ -256,16 +251,14 @@ class VIConcave(GaussianSitesModel):
             elbo = tf.stop_gradient(total - kl_to_prior(m, R))
             return elbo, nest_stop_gradient(stats), nest_stop_gradient(kept)
 
-        if site_parameters is not None:
-            # The first step: the optimal q(u), at this θ, for the sites at the kept marginals.
-            X, Y = data
-            Fmu, Fvar = (tf.stop_gradient(p) for p in site_parameters)
-            sites = shift_sites(self.site_rule(X, Y, Fmu, Fvar), self.mean_function(X))
-            stats = statistics_from_projection(nest_stop_gradient(projection), sites)
-        elif from_sites:
-            # The same, the marginals read off the stored q(u) where it was set, batch by batch.
-            stats = self._pass_statistics(data, L, self.site_rule, projection)
-        if site_parameters is not None or from_sites:
+        if from_sites:
+            # The first step: the optimal q(u), at this θ, for the sites at the marginals of the
+            # stored q(u) where it was set, kept (in memory) or read off it batch by batch.
+            stats = (
+                self._pass_statistics(data, L, self.site_rule, projection)
+                if site_parameters is None
+                else self._site_statistics(*data, projection, self.site_rule, site_parameters)
+            )
             target = site_target(nest_stop_gradient(stats), tf.ones((), L.dtype))
             m, R = q_from_natural(target, L, whiten=True)
             m, R = tf.stop_gradient(m), tf.stop_gradient(R[0])
