@@ -267,6 +267,27 @@ def test_gpflows_scipy_on_the_closure_reaches_what_fit_reaches(model_class, data
     assert abs(nll[0] - nll[1]) < 0.01
 
 
+def test_a_trial_point_where_kmm_cannot_be_factorised_costs_inf_and_stores_nothing(
+    model_class, data
+):
+    """
+    +inf with a zero gradient, not NaN: SciPy's L-BFGS-B backtracks from +inf, but may accept a
+    NaN trial point and, its gradient being zero, report convergence there.
+    """
+    model = FACTORIES[model_class](data, data[0][::5].copy())
+    closure = model.training_loss_closure(data)
+    assert np.isfinite(closure())
+    q_mu, q_sqrt = model.q_mu.numpy(), model.q_sqrt.numpy()
+    model.kernel.lengthscales.unconstrained_variable.assign(np.nan)
+    with tf.GradientTape() as tape:
+        loss = closure()
+    gradients = tape.gradient(loss, model.trainable_variables)
+    assert np.isposinf(loss)
+    assert all(np.all(g.numpy() == 0.0) for g in gradients)
+    np.testing.assert_array_equal(model.q_mu.numpy(), q_mu)
+    np.testing.assert_array_equal(model.q_sqrt.numpy(), q_sqrt)
+
+
 def test_every_model_keeps_its_inducing_inputs_fixed_unless_told(model_class, data):
     Z = data[0][::5].copy()
     trainable = lambda model: {id(v) for v in model.trainable_variables}  # noqa: E731

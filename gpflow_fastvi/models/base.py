@@ -713,9 +713,9 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         :func:`gpflow_fastvi.fit` does (more slowly: ``fit`` keeps the sites of accepted
         iterates only, and restarts L-BFGS-B when the sites have moved under it).
 
-        Where no jitter can factorise Kmm (a line search's extreme trial point) the loss is NaN,
-        as :class:`gpflow.models.SVGP`'s is, and q(u) is left as it was: L-BFGS-B then shortens
-        its step.
+        Where no jitter can factorise Kmm (a line search's extreme trial point) the loss is
+        +inf with a zero gradient, and q(u) is left as it was: L-BFGS-B then shortens its step
+        (:meth:`~gpflow_fastvi.models.protocol.SiteModel.loss_or_inf`).
 
         On a mini-batch (fewer rows than ``num_data``) the step is instead a natural-gradient step
         of size ρ = min(1, b / 10,000) on q(u) towards the batch's closed-form optimum, and the

@@ -156,7 +156,7 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
         - on all the data (``gpflow.optimizers.Scipy`` on ``training_loss_closure((X, Y))``),
           three steps of size ρ = 1 (coordinate ascent in q(u) and the cᵢ), kept unless the
           loss is higher than that of the evaluation that set the stored q(u) (a line search's
-          trial point too far out); NaN where no jitter factorises Kmm or a step's natural
+          trial point too far out); +inf where no jitter factorises Kmm or a step's natural
           parameters are not finite, with q(u) left as it was.
 
         The loss's gradient holds q(u) fixed: ``q_mu`` and ``q_sqrt`` are not trainable (the
@@ -172,7 +172,7 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
             projection = None if self.pass_strategy() else self.projection(X, L)
             q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
             # The sites are read at the trial hyperparameters, which a line search may take so far
-            # out that the step's precision is not finite: the loss is then NaN, nothing stored.
+            # out that the step's precision is not finite: the loss is then +inf, nothing stored.
             finite = tf.constant(True)
             for _ in range(FULL_DATA_STEPS):
                 natural = self.natural_gradient_parameters(X, Y, L, q_mu, q_sqrt, 1.0, projection)
@@ -189,7 +189,7 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
                     -(elbo + self.log_prior_density()), lambda: self.store_q(q_mu, q_sqrt)
                 )
 
-            return self.loss_or_nan(finite, evaluated)
+            return self.loss_or_inf(finite, evaluated)
 
         return self.where_factorisable(loss)
 

@@ -567,31 +567,34 @@ class SiteModel(abc.ABC):
         with tf.control_dependencies([tf.cond(keep, adopted, lambda: tf.constant(False))]):
             return tf.identity(loss)
 
-    def loss_or_nan(self, ok: tf.Tensor, loss: Callable[[], tf.Tensor]) -> tf.Tensor:
+    def loss_or_inf(self, ok: tf.Tensor, loss: Callable[[], tf.Tensor]) -> tf.Tensor:
         """
-        ``loss()`` where the boolean tensor ``ok`` holds, else NaN without evaluating it (nothing
-        it would store is stored): what a full-data ``training_loss`` returns at a trial point
-        where its step cannot be taken, so that L-BFGS-B shortens its step.
+        ``loss()`` where the boolean tensor ``ok`` holds, else +inf with a zero gradient, without
+        evaluating it (nothing it would store is stored): what a full-data ``training_loss``
+        returns at a trial point where its step cannot be taken, so that L-BFGS-B backtracks.
+        Not NaN, which :class:`gpflow.models.SVGP`'s loss is there: SciPy's L-BFGS-B may accept
+        a NaN trial point and, its gradient being zero, report convergence at it (on ijcnn1,
+        KLCorrected's Scipy loop ended so after 324 iterations, at a lengthscale of 1.6·10⁻¹⁵
+        where no jitter factorises Kmm), or end its line search there.
 
         When a strategy's replicas share the passes (:meth:`pass_strategy`), ``loss()`` is
         evaluated as it is, and fails where it cannot be taken: TensorFlow cannot differentiate
         a ``tf.cond`` around them (the gradient of the branch captures the replicas' variables
         from outside the function). :func:`~gpflow_fastvi.fit` takes such a failure at a trial
-        point as an infinite loss.
+        point as an infinite loss too.
         """
         if self.pass_strategy() is not None:
             return loss()
-        nan = tf.constant(np.nan, dtype=gpflow.config.default_float())
-        return tf.cond(ok, loss, lambda: nan)
+        inf = tf.constant(np.inf, dtype=gpflow.config.default_float())
+        return tf.cond(ok, loss, lambda: inf)
 
     def where_factorisable(self, loss: Callable[[], tf.Tensor]) -> tf.Tensor:
         """
-        ``loss()`` where Kmm can be factorised; else NaN, as :class:`gpflow.models.SVGP`'s loss
-        is there, with nothing stored (:meth:`loss_or_nan`). A line search's extreme trial point (a
-        lengthscale of 10⁻¹⁵) then makes L-BFGS-B shorten its step, and an Adam step on its zero
-        gradient changes nothing.
+        ``loss()`` where Kmm can be factorised; else +inf with nothing stored
+        (:meth:`loss_or_inf`). A line search's extreme trial point (a lengthscale of 10⁻¹⁵) then
+        makes L-BFGS-B shorten its step, and an Adam step there has a zero gradient.
         """
-        return self.loss_or_nan(self.Kmm_is_factorisable(), loss)
+        return self.loss_or_inf(self.Kmm_is_factorisable(), loss)
 
     def natural_gradient_parameters(
         self,
