@@ -6,6 +6,9 @@ import gpflow
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_probability as tfp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gpflow_fastvi as fv
 
@@ -213,6 +216,57 @@ def test_lbfgs_stage_backs_off_from_trial_points_that_fail():
     x.assign([3.0])
     with pytest.raises(tf.errors.InvalidArgumentError, match="too far"):
         stage()  # the current point itself fails: that is reported
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(min_value=-800.0, max_value=700.0))
+def test_the_log_scale_of_a_softplus_parameter_is_exact_and_invertible(x):
+    """z = log softplus(x) and back, and dx/dz = softplus(x) / sigmoid(x), from x = −800 to 700."""
+    from gpflow_fastvi.training import LogScale
+
+    s = gpflow.Parameter(1.0, transform=gpflow.utilities.positive())
+    scale = LogScale([s], [s.unconstrained_variable])
+    z = scale.to_search(np.array([x]))
+    np.testing.assert_allclose(scale.from_search(z), [x], rtol=1e-12, atol=1e-13)
+    softplus = tf.math.softplus(tf.constant(x, tf.float64)).numpy()
+    if softplus > 0.0:  # below about −745 softplus(x) underflows; z = x there
+        np.testing.assert_allclose(z, [np.log(softplus)], rtol=1e-12)
+    dx_dz = scale.gradient(np.array([x]), np.ones(1))
+    expected = 1.0 if x < LogScale.LINEAR_BELOW else softplus * (1.0 + np.exp(-x))
+    np.testing.assert_allclose(dx_dz, [expected], rtol=1e-10)
+
+
+def test_the_log_scale_takes_softplus_parameters_only_and_leaves_the_values_alone():
+    from gpflow_fastvi.training import LBFGSStage, LogScale
+
+    kernel = gpflow.kernels.SquaredExponential(lengthscales=[0.5, 2.0])
+    bounded = gpflow.Parameter(3.0, transform=gpflow.utilities.positive(lower=1e-3))
+    unit = gpflow.Parameter(0.3, transform=tfp.bijectors.Sigmoid())
+    free = gpflow.Parameter([1.0, -2.0])
+    parameters = [kernel.variance, kernel.lengthscales, bounded, unit, free]
+    variables = [p.unconstrained_variable for p in parameters]
+    scale = LogScale(parameters, variables)
+    np.testing.assert_array_equal(scale.mask, [True, True, True, True, False, False, False])
+    x = gpflow.optimizers.Scipy.pack_tensors(variables).numpy()
+    z = scale.to_search(x)
+    np.testing.assert_allclose(z[:4], np.log([1.0, 0.5, 2.0, 3.0 - 1e-3]), rtol=1e-12)
+    np.testing.assert_array_equal(z[4:], x[4:])
+    np.testing.assert_allclose(scale.from_search(z), x, rtol=1e-12)
+
+    # A scale over decades: L-BFGS-B in log s finds it in fewer evaluations than in softplus⁻¹(s).
+    def run(in_log: bool) -> int:
+        s = gpflow.Parameter(1.0, transform=gpflow.utilities.positive())
+
+        def loss():
+            return (tf.math.log(s) - np.log(300.0)) ** 2
+
+        stage = LBFGSStage(loss, [s.unconstrained_variable], None, parameters=[s] * in_log)
+        result = stage()
+        assert result.success
+        np.testing.assert_allclose(s.numpy(), 300.0, rtol=1e-3)
+        return int(result.nfev)
+
+    assert run(in_log=True) < run(in_log=False)
 
 
 def test_stepped_sites_assign_nothing_and_match_update_sites(binary_data):

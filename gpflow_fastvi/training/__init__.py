@@ -2,12 +2,13 @@
 
 from .loops import DRIVERS, Trace, fit, run_plan
 from .persistent import persistent_plan
-from .plans import LBFGSStage, TrainingPlan, alternating_plan
+from .plans import LBFGSStage, LogScale, TrainingPlan, alternating_plan
 from .svi import NaturalGradientSVI, RobbinsMonro, svi_plan
 
 __all__ = [
     "DRIVERS",
     "LBFGSStage",
+    "LogScale",
     "NaturalGradientSVI",
     "RobbinsMonro",
     "Trace",

@@ -58,7 +58,11 @@ def titsias_plan(
     def loss() -> tf.Tensor:
         return model.training_loss()
 
-    lbfgs = LBFGSStage(loss, hyperparameters, None) if hyperparameters else None
+    lbfgs = (
+        LBFGSStage(loss, hyperparameters, None, parameters=model.trainable_parameters)
+        if hyperparameters
+        else None
+    )
     lower = float(getattr(model.likelihood, "variance_lower_bound", 0.0) or 0.0)
 
     @tf.function(autograph=False)

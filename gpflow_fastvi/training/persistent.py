@@ -117,7 +117,9 @@ def persistent_plan(
         )
         return TrainingPlan.from_step(lambda: float(closed_form()), max_iter=max_iter, tol=tol)
 
-    lbfgs = LBFGSStage(loss, variables, maxfun=None, has_aux=True)
+    lbfgs = LBFGSStage(
+        loss, variables, maxfun=None, has_aux=True, parameters=model.trainable_parameters
+    )
 
     def step_sites(x: Optional[np.ndarray] = None) -> float:
         """Adopt the stepped sites at θ = x (the variables' values), from the last evaluation

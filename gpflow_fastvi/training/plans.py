@@ -13,6 +13,7 @@ import gpflow
 import numpy as np
 import scipy.optimize
 import tensorflow as tf
+import tensorflow_probability as tfp
 from gpflow.base import RegressionData
 
 from ..distribution import gradients_outside_replicas, watch_outside_replicas
@@ -52,6 +53,81 @@ class TrainingPlan(NamedTuple):
         return cls(iterate=iterate, max_iter=max_iter, tol=tol)
 
 
+class LogScale:
+    """
+    The coordinates L-BFGS-B searches in: the log of each positive parameter that GPflow keeps
+    on its softplus transform (its default for kernel variances, lengthscales and likelihood
+    variances, with or without a lower bound), the unconstrained value for every other entry.
+
+    On GPflow's unconstrained value x a kernel variance s = softplus(x) ≈ x once s is above a
+    few, so the ELBO's curvature in x falls as 1/s² while s grows: on banana (VIConcave) a
+    variance that ends at 47 from a start of 1 grew about 1.3 times per L-BFGS-B iterate, the
+    quasi-Newton model always behind, and the run took 24 iterates (13 to within 0.1 % of the
+    converged ELBO). In z = log s it takes 17 (8). Only the search changes: the model's
+    variables, their transforms and the optimum are GPflow's.
+
+    Each method acts on the flat vector of the variables, laid out as
+    ``gpflow.optimizers.Scipy.pack_tensors`` lays it out. z = log softplus(x) and its inverse
+    x = log(expm1(exp z)) are computed in stable forms; below z = −30, where softplus(x) = eˣ to
+    double precision, z = x.
+    """
+
+    LINEAR_BELOW = -30.0
+    LARGEST_LOG = 700.0  # exp(700) is finite in float64
+
+    def __init__(self, parameters: Sequence[gpflow.Parameter], variables: Sequence[tf.Variable]):
+        on_softplus = {
+            id(p.unconstrained_variable) for p in parameters if _is_softplus(p.transform)
+        }
+        self.mask = np.concatenate(
+            [np.full(int(np.prod(v.shape)), id(v) in on_softplus) for v in variables]
+            or [np.zeros(0, dtype=bool)]
+        )
+
+    def to_search(self, x: np.ndarray) -> np.ndarray:
+        """z from the variables' values x."""
+        z = np.array(x, dtype=np.float64)
+        xs = z[self.mask]
+        linear = xs < self.LINEAR_BELOW
+        z[self.mask] = np.where(
+            linear, xs, np.log(np.logaddexp(0.0, np.maximum(xs, self.LINEAR_BELOW)))
+        )
+        return z
+
+    def from_search(self, z: np.ndarray) -> np.ndarray:
+        """The variables' values x at z."""
+        x = np.array(z, dtype=np.float64)
+        zs = np.minimum(x[self.mask], self.LARGEST_LOG)
+        s = np.exp(np.maximum(zs, self.LINEAR_BELOW))
+        # log(expm1(s)) = s + log(1 − e⁻ˢ): finite for every s > 0.
+        x[self.mask] = np.where(zs < self.LINEAR_BELOW, zs, s + np.log(-np.expm1(-s)))
+        return x
+
+    def gradient(self, x: np.ndarray, gradient_x: np.ndarray) -> np.ndarray:
+        """The gradient in z, from the one in x at x: dx/dz = softplus(x) / sigmoid(x)."""
+        g = np.array(gradient_x, dtype=np.float64)
+        xs = x[self.mask]
+        z = self.to_search(x)[self.mask]
+        g[self.mask] *= np.where(
+            xs < self.LINEAR_BELOW,
+            1.0,
+            np.exp(z + np.logaddexp(0.0, -np.maximum(xs, self.LINEAR_BELOW))),
+        )
+        return g
+
+
+def _is_softplus(transform: Any) -> bool:
+    """Whether ``transform`` is tfp's plain Softplus, alone or after a Shift (a lower bound)."""
+
+    def plain(b: Any) -> bool:
+        return type(b) is tfp.bijectors.Softplus and b.hinge_softness is None
+
+    if isinstance(transform, tfp.bijectors.Chain):
+        *shifts, last = transform.bijectors
+        return plain(last) and all(type(b) is tfp.bijectors.Shift for b in shifts)
+    return plain(transform)
+
+
 class LBFGSStage:
     """
     L-BFGS-B on a loss over some variables: at most ``maxfun`` evaluations per call (a burst of the
@@ -64,6 +140,10 @@ class LBFGSStage:
     whatever else the evaluation computed (for the persistent route, the stepped sites and their
     q(u)), kept for the last point evaluated (:attr:`last_x`, :attr:`last_aux`) so that a callback
     at an accepted iterate can take it instead of computing it again.
+
+    ``parameters`` are the GPflow parameters behind ``variables`` (a model's
+    ``trainable_parameters``): those on GPflow's softplus transform are searched in log scale
+    (:class:`LogScale`); the variables, the callback and the result see their own values.
     """
 
     def __init__(
@@ -73,9 +153,12 @@ class LBFGSStage:
         maxfun: Optional[int],
         *,
         has_aux: bool = False,
+        parameters: Sequence[gpflow.Parameter] = (),
     ):
         self.variables = tuple(variables)
         self.maxfun = maxfun
+        self.scale = LogScale(parameters, self.variables)
+        """The coordinates of the search (:class:`LogScale`)."""
         self.last_x: Optional[np.ndarray] = None
         """The last point at which the loss was evaluated successfully."""
         self.last_aux: Any = None
@@ -96,15 +179,17 @@ class LBFGSStage:
             self.last_x, self.last_aux = x.copy(), aux
             return value.numpy(), gradient.numpy()
 
-        def scipy_objective(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        def scipy_objective(z: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+            x = self.scale.from_search(z)
             try:
-                return evaluate(x)
+                value, gradient = evaluate(x)
             except tf.errors.InvalidArgumentError:
                 if np.array_equal(x, self._start):
                     raise  # the current parameters themselves fail: a real error, report it
                 # A line-search trial point so extreme that Kmm cannot be factorised: report it as
                 # +inf, so that L-BFGS-B shortens its step instead of stopping training.
-                return np.inf, np.zeros_like(x)
+                return np.inf, np.zeros_like(z)
+            return value, self.scale.gradient(x, gradient)
 
         self._evaluate = evaluate
         self._objective = scipy_objective
@@ -125,12 +210,14 @@ class LBFGSStage:
             it; raising ``StopIteration`` ends the run there.
         """
         Scipy = gpflow.optimizers.Scipy
-        x0 = self._start = Scipy.pack_tensors(self.variables).numpy()
+        z0 = self.scale.to_search(Scipy.pack_tensors(self.variables).numpy())
+        x0 = self._start = self.scale.from_search(z0)
 
         def accepted(intermediate_result: scipy.optimize.OptimizeResult) -> None:
-            self._start = intermediate_result.x.copy()  # a failure at an accepted point is real
-            self._assign(intermediate_result.x)
-            callback(intermediate_result)  # type: ignore[misc]
+            x = self._start = self.scale.from_search(intermediate_result.x)  # failing here is real
+            self._assign(x)
+            accepted_x = scipy.optimize.OptimizeResult(x=x, fun=intermediate_result.fun)
+            callback(accepted_x)  # type: ignore[misc]
 
         if self.maxfun is None:
             unlimited = np.iinfo(np.int32).max
@@ -139,12 +226,13 @@ class LBFGSStage:
             options = {"maxfun": self.maxfun}
         result = scipy.optimize.minimize(
             self._objective,
-            x0,
+            z0,
             jac=True,
             method="L-BFGS-B",
             callback=None if callback is None else accepted,
             options=options,
         )
+        result.x = self.scale.from_search(result.x)
         # The last evaluation may have been a trial point: leave the variables at the result.
         self._assign(result.x if np.isfinite(result.fun) and np.all(np.isfinite(result.x)) else x0)
         return result
@@ -196,7 +284,11 @@ def alternating_plan(
     def loss() -> tf.Tensor:
         return -(model.objective(data, tuple(held)) + model.log_prior_density())
 
-    lbfgs = LBFGSStage(loss, variables, maxfun) if variables else None
+    lbfgs = (
+        LBFGSStage(loss, variables, maxfun, parameters=model.trainable_parameters)
+        if variables
+        else None
+    )
     # Our maths uses TensorFlow control flow explicitly: AutoGraph would only slow tracing down.
     closed_form = tf.function(
         lambda: model.update_sites(num_updates=n_upd, data=data), autograph=False
