@@ -744,10 +744,10 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         :meth:`gpflow.models.SVGP.training_loss_closure` builds it: ``data`` is ``(X, Y)`` (checked
         and converted once, here), a ``tf.data.Dataset`` (all of it, streamed at every call), an
         iterator of batches (a new batch at every call), or ``None`` for the data the model holds.
-        A model whose mini-batch loop was measured to end short of ``fit`` warns when given an
-        iterator (:attr:`~gpflow_fastvi.models.protocol.SiteModel.mini_batch_closure_shortfall`).
+        A model whose loop on such a closure was measured to end short of ``fit`` says so when
+        the closure is built (:meth:`~gpflow_fastvi.models.protocol.SiteModel.warn_if_closure_falls_short`).
         """
-        self.warn_if_mini_batch_closure_falls_short(data)
+        self.warn_if_closure_falls_short(data)
         if data is None or _looks_like_data(data) or isinstance(data, tf.data.Dataset):
             fixed = self.training_data(data)  # a dataset: every call streams all of it
 

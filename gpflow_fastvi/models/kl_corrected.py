@@ -111,6 +111,13 @@ class KLCorrected(GaussianSitesModel):
         "points and 0.06 NLL worse than fit. Train it with gpflow_fastvi.fit(model, data), which "
         "also streams a tf.data.Dataset, or check the result against it."
     )
+    full_data_closure_shortfall = (
+        "KLCorrected under gpflow.optimizers.Scipy moves the hyperparameters along another path "
+        "than fit: on ijcnn1 (22 ARD lengthscales) one call stopped after 41 iterations 1.3 "
+        "accuracy points and 0.10 NLL worse than fit, and a second call reached a higher ELBO "
+        "without closing the gap. Train it with gpflow_fastvi.fit(model, data), or check the "
+        "result against it."
+    )
     objective_is_bound = True
 
     num_gauss_hermite_points: int = 20

@@ -193,16 +193,23 @@ class SiteModel(abc.ABC):
     mini_batch_closure_shortfall: ClassVar[Optional[str]] = None
     """Where an Adam loop over ``training_loss_closure(iter(dataset))`` was measured to end short
     of :func:`gpflow_fastvi.fit`, what was measured and what to use instead: the warning that
-    building such a closure gives (:meth:`warn_if_mini_batch_closure_falls_short`)."""
+    building such a closure gives (:meth:`warn_if_closure_falls_short`)."""
+    full_data_closure_shortfall: ClassVar[Optional[str]] = None
+    """The same for ``gpflow.optimizers.Scipy`` on ``training_loss_closure((X, Y))`` (or on the
+    data the model holds, or a ``tf.data.Dataset``)."""
 
-    def warn_if_mini_batch_closure_falls_short(self, data: Any) -> None:
+    def warn_if_closure_falls_short(self, data: Any) -> None:
         """
-        Warn, once per closure, when ``data`` is an iterator of mini-batches and this model's
-        mini-batch closure is known to end short of ``fit`` (:attr:`mini_batch_closure_shortfall`).
+        Warn, once per closure, when this model's closure on ``data`` (all the data, or an
+        iterator of mini-batches) is known to end short of ``fit``
+        (:attr:`full_data_closure_shortfall`, :attr:`mini_batch_closure_shortfall`).
         """
         is_full_data = data is None or isinstance(data, (tuple, list, tf.data.Dataset))
-        if self.mini_batch_closure_shortfall and not is_full_data:
-            warnings.warn(self.mini_batch_closure_shortfall, UserWarning, stacklevel=3)
+        shortfall = (
+            self.full_data_closure_shortfall if is_full_data else self.mini_batch_closure_shortfall
+        )
+        if shortfall:
+            warnings.warn(shortfall, UserWarning, stacklevel=3)
 
     # ----------------------------------------------------------------------------------------------
     # What each model provides.
