@@ -43,22 +43,28 @@ def metrics_function(
     elbo: Optional[Callable[[], tf.Tensor]],
     X_test: np.ndarray,
     Y_test: np.ndarray,
+    *,
+    compiled: bool = True,
 ) -> Callable[[], Row]:
     """
     A function returning the model's current test accuracy, mean test NLL and (unless ``elbo`` is
     ``None``) ELBO.
 
-    The tensor work is compiled once (a ``tf.function``), as evaluation runs hundreds of times.
+    With ``compiled`` the tensor work is a ``tf.function``, traced once, for a trace that evaluates
+    hundreds of times; a caller that scores a model once passes ``compiled=False`` rather than
+    trace a function for each model it scores.
     """
     X = tf.constant(X_test)
     Y = tf.constant(Y_test)
     is_positive = np.asarray(Y_test).ravel() > 0.5
 
-    @tf.function(autograph=False)  # plain TensorFlow inside: nothing for AutoGraph to convert
     def evaluate() -> Tuple[tf.Tensor, ...]:
         mean, _ = model.predict_y(X)  # p(y* = 1 | x*, data)                        [T, 1]
         log_density = model.predict_log_density((X, Y))  # log p(y* | x*, data)  [T]
         return (mean, log_density) if elbo is None else (mean, log_density, elbo())
+
+    if compiled:  # plain TensorFlow inside: nothing for AutoGraph to convert
+        evaluate = tf.function(evaluate, autograph=False)
 
     def metrics() -> Row:
         mean, log_density, *elbo_value = evaluate()

@@ -85,7 +85,7 @@ def sweep(
                 greedy_working_set=working_set_size,
             )
             trained = time.perf_counter() - started
-            metrics = metrics_function(model, None, *test)()
+            metrics = metrics_function(model, None, *test, compiled=False)()
             row = {
                 "M": M,
                 "placement": placement,
