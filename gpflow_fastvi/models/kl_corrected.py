@@ -85,9 +85,12 @@ class KLCorrected(GaussianSitesModel):
     smaller by β⁻¹ (tested); restore into this class for the model's own predictive. :meth:`elbo` is the SVGP yardstick
     E_q[log p(y | f)] − KL[q(f̄) ‖ p(f̄)] at the stored q(f̄).
 
-    ``q_mu`` and ``q_sqrt`` hold q(f̄(Z)) unwhitened by default: the standard bound's M-step holds
-    q(f̄) itself fixed, as in the paper. Like every model it starts from q(u) = N(0, I), SVGP's
-    initial value; :meth:`update_sites` (or ``fit``) sets it.
+    ``q_mu`` and ``q_sqrt`` hold q(f̄(Z)) whitened by default, as SVGP's do, so that a checkpoint
+    restores into an SVGP built with SVGP's defaults. The paper's M-step (the ``"em"`` route)
+    holds q(f̄(Z)) itself fixed while θ moves: build with ``whiten=False`` for exactly that; with
+    the default it holds the whitened q fixed. The default route steps the sites at every trial θ,
+    so its iterates do not depend on the frame. Like every model it starts from q(u) = N(0, I),
+    SVGP's initial value; :meth:`update_sites` (or ``fit``) sets it.
     """
 
     training_routes = {
@@ -138,7 +141,7 @@ class KLCorrected(GaussianSitesModel):
         mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
         num_latent_gps: int = 1,
         q_diag: bool = False,
-        whiten: bool = False,
+        whiten: bool = True,
         num_data: Optional[int] = None,
         data: Optional[RegressionData] = None,
         train_inducing: bool = False,
@@ -162,8 +165,8 @@ class KLCorrected(GaussianSitesModel):
             as in the paper's code: for the probit likelihood p(y | f̄) depends on the kernel
             variance and β only through K / (1 + β⁻¹), so the two are not identifiable, and the
             bounds creep along that ridge (β → 0, variance → ∞) for thousands of EM iterations.
-        :param whiten: store q(f̄(Z)) whitened; off by default, since the standard bound's M-step
-            holds q(f̄) itself fixed, as in the paper.
+        :param whiten: store q(f̄(Z)) whitened by chol(Kmm), SVGP's default; ``False`` for the
+            paper's M-step, which holds q(f̄(Z)) itself fixed (see the class docstring).
         """
         if inducing_variable is None and (train_inducing or batch_size is not None):
             raise ValueError(
