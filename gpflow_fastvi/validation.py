@@ -46,6 +46,13 @@ def as_float_array(value: Any, name: str) -> np.ndarray:
     return array
 
 
+def describe_container(data: Any) -> str:
+    """What ``data`` is, for an error message: its type, and its length if it is a tuple or list."""
+    if isinstance(data, (tuple, list)):
+        return f"a {type(data).__name__} of {len(data)} item{'' if len(data) == 1 else 's'}"
+    return type(data).__name__
+
+
 def check_data(data: Any) -> Tuple[np.ndarray, np.ndarray]:
     """
     ``data`` as float copies ``(X [N, D], Y [N, 1])`` with N > 0 and every value finite, or an
@@ -53,7 +60,9 @@ def check_data(data: Any) -> Tuple[np.ndarray, np.ndarray]:
     likelihood (:func:`targets_for_likelihood` does that).
     """
     if not isinstance(data, (tuple, list)) or len(data) != 2:
-        raise InvalidDataError("data must be a tuple (X, Y) with X [N, D] and Y [N, 1].")
+        raise InvalidDataError(
+            f"data must be a tuple (X, Y) with X [N, D] and Y [N, 1]; got {describe_container(data)}."
+        )
     X = as_float_array(data[0], "X")
     Y = as_float_array(data[1], "Y")
     if Y.shape[1] != 1:
@@ -309,13 +318,25 @@ def check_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood, needed_by: 
     """Raise :class:`IncompatibleLikelihoodError` unless ``likelihood`` is a logit Bernoulli."""
     if is_logit_bernoulli(likelihood):
         return
-    link = getattr(likelihood, "invlink", None)
+    needed = (
+        f"{needed_by} needs gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid) (binary "
+        f"classification, the logit link); got {type(likelihood).__name__}"
+    )
+    if isinstance(likelihood, gpflow.likelihoods.Bernoulli):
+        link = likelihood.invlink
+        raise IncompatibleLikelihoodError(
+            f"{needed} with invlink={getattr(link, '__name__', link)}. GPflow's default "
+            "Bernoulli() is the probit link: use Bernoulli(invlink=tf.sigmoid), or VITaylor, "
+            "KLCorrected or VIConcave, which take the probit link."
+        )
+    if not isinstance(likelihood, gpflow.likelihoods.ScalarLikelihood):
+        raise IncompatibleLikelihoodError(
+            f"{needed}. Multi-class and multi-output likelihoods are not supported by any model "
+            "of this package: it does binary classification and scalar likelihoods."
+        )
     raise IncompatibleLikelihoodError(
-        f"{needed_by} needs gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid) (the logit link); got "
-        f"{type(likelihood).__name__}"
-        + (f" with invlink={getattr(link, '__name__', link)}" if link is not None else "")
-        + ". GPflow's default Bernoulli() is the probit link: use Bernoulli(invlink=tf.sigmoid), "
-        "or VITaylor for other likelihoods."
+        f"{needed}. For another scalar likelihood use VITaylor, KLCorrected or VIConcave "
+        "(VIConcave: log-concave ones)."
     )
 
 

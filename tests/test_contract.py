@@ -192,6 +192,23 @@ def test_every_model_takes_svgps_signature(model_class):
     parameters = inspect.signature(model_class.__init__).parameters
     assert list(parameters)[1:4] == ["kernel", "likelihood", "inducing_variable"]
     assert set(SVGP_KEYWORDS) | {"train_inducing"} <= set(parameters)
+    # SVGP's defaults too: a checkpoint restores into an SVGP built with SVGP's defaults.
+    svgp = inspect.signature(gpflow.models.SVGP.__init__).parameters
+    for name in SVGP_KEYWORDS:
+        assert parameters[name].default == svgp[name].default, name
+
+
+def test_data_with_more_rows_than_num_data_are_refused(model_class, data):
+    X, Y = data
+    model = FACTORIES[model_class](data, X[::5].copy())
+    model.num_data = len(X) // 2  # as if built with num_data=N/2
+    for call in (model.training_loss, model.elbo, lambda d: fv.fit(model, d, max_iter=1)):
+        with pytest.raises(ValueError, match="num_data"):
+            call(data)
+    with pytest.raises(ValueError, match="built without data|per call"):
+        model.elbo()
+    # Test points are not training data: there may be more of them than num_data.
+    assert np.all(np.isfinite(model.predict_log_density(data)))
 
 
 def test_the_data_holding_form_is_the_svgp_form_with_the_data(model_class, data):
@@ -293,6 +310,16 @@ def test_a_trial_point_where_kmm_cannot_be_factorised_costs_inf_and_stores_nothi
     np.testing.assert_array_equal(model.q_sqrt.numpy(), q_sqrt)
 
 
+def test_a_dataset_of_unbatched_targets_is_refused_clearly(model_class, data):
+    X, Y = data
+    model = FACTORIES[model_class](data, X[::5].copy())
+    flat_targets = tf.data.Dataset.from_tensor_slices((X, Y[:, 0])).batch(10)
+    with pytest.raises(fv.InvalidDataError, match="must yield batches: Y of rank 2"):
+        fv.fit(model, flat_targets, max_iter=1)
+    with pytest.raises(fv.InvalidDataError, match="a tuple of 1 item"):
+        fv.fit(model, (X,), max_iter=1)
+
+
 def test_every_model_keeps_its_inducing_inputs_fixed_unless_told(model_class, data):
     Z = data[0][::5].copy()
     trainable = lambda model: {id(v) for v in model.trainable_variables}  # noqa: E731
@@ -312,6 +339,13 @@ def test_what_the_models_do_not_support_is_refused_clearly(model_class, data):
         model_class(_kernel(), likelihood, Z, num_latent_gps=2)
     with pytest.raises(ValueError, match="q_diag"):
         model_class(_kernel(), likelihood, Z, q_diag=True)
+    with pytest.raises(fv.IncompatibleLikelihoodError, match="one latent|Multi-class"):
+        model_class(_kernel(), gpflow.likelihoods.MultiClass(3), Z)
+    if model_class in (fv.VIJJ, fv.PolyaGammaSVGP):  # the logit link only: what to use instead
+        with pytest.raises(fv.IncompatibleLikelihoodError, match="probit link: use Bernoulli"):
+            model_class(_kernel(), gpflow.likelihoods.Bernoulli(), Z)
+        with pytest.raises(fv.IncompatibleLikelihoodError, match="another scalar likelihood"):
+            model_class(_kernel(), gpflow.likelihoods.Gaussian(), Z)
     if model_class in HOLDING:
         with pytest.raises(ValueError, match="needs the data"):
             model_class(_kernel(), likelihood, 10)

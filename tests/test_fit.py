@@ -23,6 +23,7 @@ def test_every_method_raises_the_bound_and_records_rows(binary_data, method):
     objectives = trace.column("objective")
     assert trace.method == method and trace.stop_reason == "max_iter"
     assert [row["iteration"] for row in trace.rows] == list(range(1, 9))
+    assert len(trace) == 8 and trace[-1] is trace.rows[-1]  # a sequence of its rows
     assert np.all(np.diff(trace.column("time")) > 0)
     assert objectives[0] > start
     # Closed-form updates cannot lower the bound; L-BFGS-B may by line-search slack only.

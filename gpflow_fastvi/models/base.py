@@ -33,7 +33,7 @@ from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from gpflow.utilities import triangular
 
 from ..distribution import set_trainable
-from ..exceptions import IncompatibleLikelihoodError
+from ..exceptions import IncompatibleLikelihoodError, InvalidDataError
 from ..gaussian import (
     CollapsedBound,
     collapsed_bound,
@@ -60,6 +60,7 @@ from ..validation import (
     check_num_data,
     checked_01_labels,
     checked_dataset,
+    describe_container,
     is_logit_bernoulli,
     positive_int,
     signed_labels,
@@ -325,11 +326,12 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
                 data = data.map(lambda X, Y: (X, checked_01_labels(Y)))
             return data
         if not _looks_like_data(data):
-            raise TypeError(
+            error = InvalidDataError if isinstance(data, (tuple, list)) else TypeError
+            raise error(
                 "data must be a tuple (X, Y) with X [N, D] and Y [N, 1], or a tf.data.Dataset of "
-                f"such batches; got {type(data).__name__}."
+                f"such batches; got {describe_container(data)}."
             )
-        return self.checked_data(data)
+        return self.checked_training_data(data)
 
     def _sum_over_data(
         self, fn: Callable[..., Any], data: Data, shared: Sequence[tf.Tensor] = ()

@@ -134,13 +134,14 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
         """Sites of points with labels Y whose local q(ωᵢ) = PG(1, cᵢ) is optimal for q(f) = N(Fmu, Fvar)."""
         return pg_sites(checked_signed_labels(Y, "PolyaGammaSVGP"), pg_optimal_c(Fmu, Fvar))
 
-    def elbo(self, data: RegressionData) -> tf.Tensor:
+    def elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
         The Pólya-Gamma ELBO in closed form, at the optimal q(ω) for the current q(u); see the class
         docstring. For a mini-batch, an unbiased estimate of the full-data value. Concrete data are
-        checked as the other models check theirs (:meth:`checked_data`).
+        checked as the other models check theirs (:meth:`checked_training_data`); without data, a
+        ValueError says to pass them.
         """
-        X, Y = self.checked_data(data)
+        X, Y = self.checked_training_data(self._require_data(data, "elbo"))
         return self.batch_sites_elbo(X, Y, self.Kmm_cholesky(), self.q_mu, self.q_sqrt)
 
     # ----------------------------------------------------------------------------------------------
@@ -183,7 +184,7 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
         The loss's gradient holds q(u) fixed: ``q_mu`` and ``q_sqrt`` are not trainable (the
         steps set them).
         """
-        X, Y = self.checked_data(self._require_data(data, "training_loss"))
+        X, Y = self.checked_training_data(self._require_data(data, "training_loss"))
         if self.is_mini_batch(X):
             return self.mini_batch_loss_step((X, Y))
 

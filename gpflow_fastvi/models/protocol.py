@@ -258,6 +258,23 @@ class SiteModel(abc.ABC):
         check_input_columns(X, self.inducing_variable, "the inputs X")  # type: ignore[attr-defined]
         return tf.constant(X), tf.constant(Y)
 
+    def checked_training_data(self, data: Any) -> Tuple[tf.Tensor, tf.Tensor]:
+        """
+        Training data ``data`` = (X, Y), checked as :meth:`checked_data` checks them and with at
+        most ``num_data`` rows, the number of training points (fewer rows are a mini-batch). Test
+        points, which may be more, are checked by :meth:`checked_data` alone.
+        """
+        X, Y = self.checked_data(data)
+        num_data = self.num_data  # type: ignore[attr-defined]
+        rows = X.shape[0]
+        if num_data is not None and rows is not None and rows > num_data:
+            raise ValueError(
+                f"The data have {rows} rows, more than num_data={num_data}, the number of "
+                "training points (a call with fewer rows is a mini-batch of them): build the "
+                f"model with num_data={rows}, or leave num_data out."
+            )
+        return X, Y
+
     # ----------------------------------------------------------------------------------------------
     # Predictions: inputs checked like training inputs, through training's factorisation of Kmm.
 

@@ -80,6 +80,14 @@ class Trace:
             f"stop_reason={self.stop_reason!r}{end})"
         )
 
+    def __len__(self) -> int:
+        """The number of rows (outer iterations)."""
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> Dict[str, Any]:
+        """One row, as ``trace.rows[index]``: ``trace[-1]["objective"]`` is where it ended."""
+        return self.rows[index]
+
     def column(self, key: str) -> np.ndarray:
         """The values of one key across rows, as an array (NaN where a row lacks it)."""
         return np.array([row.get(key, np.nan) for row in self.rows], dtype=float)

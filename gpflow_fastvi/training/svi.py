@@ -34,6 +34,7 @@ from ..validation import (
     batch_tensors,
     check_data,
     check_input_columns,
+    checked_dataset,
     positive_int,
     targets_for_likelihood,
 )
@@ -243,6 +244,7 @@ def _batches_from_dataset(
         raise InvalidDataError(f"The dataset must yield X of rank 1 or 2; got rank {rank}.")
     elif batch_size is not None:
         raise ValueError("The dataset is already batched; leave batch_size out.")
+    dataset = checked_dataset(dataset)  # pairs (X [b, D], Y [b, 1]) of the default float
     cardinality = int(dataset.cardinality())
     per_epoch = cardinality if cardinality > 0 else None
     return iter(dataset.repeat().prefetch(tf.data.AUTOTUNE)), per_epoch
