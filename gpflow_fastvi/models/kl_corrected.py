@@ -88,9 +88,10 @@ class KLCorrected(GaussianSitesModel):
     ``q_mu`` and ``q_sqrt`` hold q(f̄(Z)) whitened by default, as SVGP's do, so that a checkpoint
     restores into an SVGP built with SVGP's defaults. The paper's M-step (the ``"em"`` route)
     holds q(f̄(Z)) itself fixed while θ moves: build with ``whiten=False`` for exactly that; with
-    the default it holds the whitened q fixed. The default route steps the sites at every trial θ,
-    so its iterates do not depend on the frame. Like every model it starts from q(u) = N(0, I),
-    SVGP's initial value; :meth:`update_sites` (or ``fit``) sets it.
+    the default it holds the whitened q fixed. The default route takes closed-form steps at every
+    trial θ, so the frame changes only where it starts: like every model it starts from
+    q(u) = N(0, I), SVGP's initial value (the prior of u when whitened); :meth:`update_sites`
+    (or ``fit``) sets it.
     """
 
     training_routes = {
