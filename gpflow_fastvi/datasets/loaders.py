@@ -13,31 +13,20 @@ Problems with a file (a third class, non-finite features, ragged rows, no data) 
 :class:`DatasetError`, a :class:`ValueError` whose message starts with the file name.
 """
 
-import bz2
 import csv
-import gzip
-import io
-import lzma
 import os
 import re
-from typing import IO, Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..exceptions import InvalidDataError
-
-PathLike = Union[str, "os.PathLike[str]"]
-"""A file-system path, as a string or a :class:`os.PathLike`."""
+from .files import PathLike, base_suffix, check_exists, data_lines, open_binary
 
 RawLabels = np.ndarray
 """Label values as read from a file: a float64 array, or a str array for non-numeric labels."""
 
 BENCH_INSTALL_HINT = 'pip install "gpflow-fastvi[bench]"'
-
-_GZIP_MAGIC = b"\x1f\x8b"
-_BZIP2_MAGIC = b"BZh"
-_XZ_MAGIC = b"\xfd7zXZ\x00"
-_COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".lzma")
 
 # One LIBSVM line: a label, then zero or more "index:value" pairs, then an optional comment.
 _LIBSVM_LINE = re.compile(r"^\s*\S+(\s+(qid:\S+|\d+:\S+))*\s*(#.*)?$")
@@ -47,53 +36,6 @@ _SNIFF_LINES = 20
 
 class DatasetError(InvalidDataError):
     """A data file that cannot be read as a binary-classification data set."""
-
-
-# --------------------------------------------------------------------------------------------------
-# Opening files
-# --------------------------------------------------------------------------------------------------
-
-
-def _check_exists(path: PathLike) -> None:
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"No such data file: {os.fspath(path)}")
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"Expected a data file, got a directory: {os.fspath(path)}")
-
-
-def _open_binary(path: PathLike) -> IO[bytes]:
-    """Open ``path`` for reading bytes; gzip, bzip2 and xz are recognised by magic bytes."""
-    _check_exists(path)
-    with open(path, "rb") as probe:
-        head = probe.read(6)
-    if head.startswith(_GZIP_MAGIC):
-        return gzip.open(path, "rb")
-    if head.startswith(_BZIP2_MAGIC):
-        return bz2.open(path, "rb")
-    if head.startswith(_XZ_MAGIC):
-        return lzma.open(path, "rb")
-    return open(path, "rb")
-
-
-def _open_text(path: PathLike) -> IO[str]:
-    return io.TextIOWrapper(_open_binary(path), encoding="utf-8", newline="")
-
-
-def _data_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
-    """Yield ``(line_number, line)`` for each line that is neither blank nor a ``#`` comment."""
-    with _open_text(path) as f:
-        for number, line in enumerate(f, start=1):
-            stripped = line.strip()
-            if stripped and not stripped.startswith("#"):
-                yield number, stripped
-
-
-def _base_suffix(path: PathLike) -> str:
-    """The file-name extension, looking through a compression suffix (``a.csv.xz`` -> ``.csv``)."""
-    root, suffix = os.path.splitext(os.fspath(path))
-    if suffix.lower() in _COMPRESSED_SUFFIXES:
-        suffix = os.path.splitext(root)[1]
-    return suffix.lower()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -172,7 +114,7 @@ def _check_features(X: np.ndarray, source: str) -> None:
 
 def _split_rows(path: PathLike, delimiter: Optional[str]) -> Tuple[List[List[str]], List[int]]:
     """Split the data lines of ``path`` into fields; also return each row's line number."""
-    lines = list(_data_lines(path))
+    lines = list(data_lines(path))
     if not lines:
         return [], []
     numbers = [number for number, _ in lines]
@@ -307,10 +249,10 @@ def _read_libsvm_many(
     _, load_svmlight_files = _import_svmlight()
     sources = [os.fspath(p) for p in paths]
     for path in paths:
-        _check_exists(path)
-        if not any(True for _ in _data_lines(path)):
+        check_exists(path)
+        if not any(True for _ in data_lines(path)):
             raise DatasetError(f"{os.fspath(path)}: the file holds no data rows")
-    files = [_open_binary(p) for p in paths]
+    files = [open_binary(p) for p in paths]
     try:
         arrays = load_svmlight_files(files, n_features=n_features, dtype=np.float64)
     except ValueError as error:
@@ -364,11 +306,11 @@ def detect_format(path: PathLike) -> str:
 
     :raises FileNotFoundError: if ``path`` does not exist.
     """
-    _check_exists(path)
-    if _base_suffix(path) == ".csv":
+    check_exists(path)
+    if base_suffix(path) == ".csv":
         return "csv"
     sample = []
-    for _, line in _data_lines(path):
+    for _, line in data_lines(path):
         sample.append(line)
         if len(sample) == _SNIFF_LINES:
             break

@@ -228,7 +228,7 @@ def benchmark_files(name: str, data_dir: Optional[PathLike] = None) -> Tuple[str
     benchmark = _get(name)
     if benchmark.bundled:
         directory = resources.files(__package__).joinpath("data")
-        paths = [os.fspath(directory.joinpath(os.path.basename(f.path))) for f in benchmark.files]
+        paths = [str(directory.joinpath(os.path.basename(f.path))) for f in benchmark.files]
     else:
         root = resolve_data_dir(data_dir)
         wanted = " and ".join(f.path for f in benchmark.files)

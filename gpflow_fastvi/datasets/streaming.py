@@ -17,11 +17,9 @@ from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Set, Tup
 import numpy as np
 import tensorflow as tf
 
+from .files import PathLike, check_exists, data_lines
 from .loaders import (
     DatasetError,
-    PathLike,
-    _check_exists,
-    _data_lines,
     _is_number,
     _label_index,
     _line_splitter,
@@ -54,7 +52,7 @@ def _dense_parser(
 ) -> Tuple[Callable[[str], List[str]], int, bool]:
     """How to split a line, the label's column index and whether the first data line is a header."""
     source = os.fspath(path)
-    first = next((text for _, text in _data_lines(path)), None)
+    first = next((text for _, text in data_lines(path)), None)
     if first is None:
         raise DatasetError(f"{source}: the file holds no data rows")
     split = _line_splitter(first, delimiter)
@@ -77,7 +75,7 @@ def _rows(
     if file_format == "libsvm":
 
         def libsvm_rows() -> Iterator[Tuple[int, Row]]:
-            for number, text in _data_lines(path):
+            for number, text in data_lines(path):
                 label, *pairs = text.split("#", 1)[0].split()
                 features = []
                 for pair in pairs:
@@ -97,7 +95,7 @@ def _rows(
     split, label_index, header = _dense_parser(path, label_column, delimiter, header)
 
     def dense_rows() -> Iterator[Tuple[int, Row]]:
-        lines = _data_lines(path)
+        lines = data_lines(path)
         if header:
             next(lines)
         width = None
@@ -151,7 +149,7 @@ def stream_file(
     :raises DatasetError: if the file is empty or malformed, has a non-finite feature, or does not
         hold exactly two label values.
     """
-    _check_exists(path)
+    check_exists(path)
     source = os.fspath(path)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
@@ -198,8 +196,8 @@ def stream_file(
                 f"{source}: binary classification needs exactly two classes; found "
                 f"{len(labels_seen)}{'+' if len(labels_seen) > 2 else ''} label values {found}"
             )
-        classes = tuple(sorted(_label_key(t, numeric) for t in labels_seen))  # type: ignore[assignment]
-    negative, positive = classes  # type: ignore[misc]
+        classes = tuple(sorted(_label_key(t, numeric) for t in labels_seen))
+    negative, positive = classes
     unknown = {t for t in labels_seen if _label_key(t, numeric) not in (negative, positive)}
     if unknown:
         raise DatasetError(
@@ -229,4 +227,4 @@ def stream_file(
     )
     dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(-(-num_data // batch_size)))
-    return FileStream(dataset.prefetch(1), num_data, num_features, classes)  # type: ignore[arg-type]
+    return FileStream(dataset.prefetch(1), num_data, num_features, classes)
