@@ -57,11 +57,11 @@ html_title = f"gpflow_fastvi {release}"
 
 def _constructor_signature(app, what, name, obj, options, signature, return_annotation):
     """
-    The models' metaclass (:class:`~gpflow_fastvi.models.base.DataFirstForm`) defines ``__call__``
+    The models' metaclass (:class:`~gpflow_fastvi.models.data_form.DataFirstForm`) defines ``__call__``
     to accept the data-first form too, and autodoc would show its ``(*args, **kwargs)`` as the
     class signature: show the constructor's own, which is SVGP's.
     """
-    from gpflow_fastvi.models.base import DataFirstForm
+    from gpflow_fastvi.models.data_form import DataFirstForm
 
     if what == "class" and isinstance(obj, DataFirstForm):
         constructor = inspect.signature(obj.__init__)

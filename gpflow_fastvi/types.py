@@ -1,5 +1,8 @@
 """
-The two small records that every model passes through the shared Gaussian algebra.
+The four small records of the package: :class:`Sites` and :class:`SiteStatistics`, which every
+model passes through the shared Gaussian algebra; :class:`SteppedSites`, the outcome of
+closed-form steps that an optimiser evaluates before it adopts them; and :class:`Route`, one way
+to train a model, declared by the model and run by :func:`gpflow_fastvi.fit`.
 
 A *site* is a quadratic in the latent function value that stands in for one data point's
 log-likelihood, :math:`\\log p(y_i \\mid f_i) \\ge (\\text{or} \\approx)\\; a_i + b_i f_i - \\tfrac12 w_i f_i^2`.
@@ -50,7 +53,7 @@ class SteppedSites(NamedTuple):
     The outcome of some closed-form site steps from a model's q(u): the objective of the last
     sites read and the q(u) that is optimal for them; what an optimiser evaluates at a trial θ and
     makes the model's own at an accepted one
-    (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.stepped_sites`).
+    (:meth:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel.stepped_sites`).
     """
 
     objective: tf.Tensor
@@ -77,9 +80,11 @@ class Route:
     """
 
     driver: str
-    """The loop in :mod:`gpflow_fastvi.training` that runs the route: ``"alternating"``
-    (closed-form site steps alternating with L-BFGS-B on the hyperparameters) or ``"svi"``
-    (mini-batch natural-gradient steps on q(u) with Adam on the hyperparameters)."""
+    """The loop in :mod:`gpflow_fastvi.training` that runs the route: ``"persistent"`` (one
+    L-BFGS-B run on the hyperparameters, closed-form site steps at every evaluation),
+    ``"alternating"`` (closed-form site steps alternating with bursts of L-BFGS-B on the
+    hyperparameters) or ``"svi"`` (mini-batch natural-gradient steps on q(u) with Adam on the
+    hyperparameters)."""
     options: Mapping[str, Any] = field(default_factory=dict)
     """The keywords ``fit`` accepts for this route, with their defaults."""
     settings: Mapping[str, Any] = field(default_factory=dict)

@@ -13,7 +13,7 @@ sees).
 """
 
 import warnings
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Tuple, overload
 
 import gpflow
 import numpy as np
@@ -35,7 +35,7 @@ def as_float_array(value: Any, name: str) -> np.ndarray:
     if np.iscomplexobj(value) or (tf.is_tensor(value) and value.dtype.is_complex):
         raise InvalidDataError(f"{name} must be real; got complex values.")
     try:
-        array = np.array(value, dtype=gpflow.config.default_float())
+        array: np.ndarray = np.array(value, dtype=gpflow.config.default_float())
     except (TypeError, ValueError) as error:
         raise InvalidDataError(f"{name} must be a numeric array; {error}") from error
     if array.ndim != 2:
@@ -119,6 +119,14 @@ def checked_dataset(dataset: tf.data.Dataset) -> tf.data.Dataset:
         if columns is not None and part.shape[1] not in (None, columns):
             raise InvalidDataError(f"The dataset's Y must have shape [b, 1]; got {part.shape}.")
     return dataset
+
+
+@overload
+def positive_int(value: Any, name: str) -> int: ...
+
+
+@overload
+def positive_int(value: Any, name: str, *, optional: bool) -> Optional[int]: ...
 
 
 def positive_int(value: Any, name: str, *, optional: bool = False) -> Optional[int]:

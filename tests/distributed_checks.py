@@ -82,7 +82,7 @@ def two_devices():
     import gpflow
 
     import gpflow_fastvi as fv
-    from gpflow_fastvi.gaussian import sum_over_replicas
+    from gpflow_fastvi.distribution import sum_over_replicas
 
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     X, Y = binary_data()
@@ -111,7 +111,7 @@ def two_devices():
     seen = []
 
     class Spy(fv.VIJJ):
-        def site_update(self, X, Y, Fmu, Fvar):
+        def optimal_site_parameters(self, X, Y, Fmu, Fvar):
             replica = tf.distribute.get_replica_context().replica_id_in_sync_group
             record = tf.py_function(
                 lambda r, n: seen.append((int(r), int(n))) or 0,
@@ -119,7 +119,7 @@ def two_devices():
                 tf.int32,
             )
             with tf.control_dependencies([record]):
-                return [tf.identity(p) for p in super().site_update(X, Y, Fmu, Fvar)]
+                return [tf.identity(p) for p in super().optimal_site_parameters(X, Y, Fmu, Fvar)]
 
     with strategy.scope():
         spy = Spy(

@@ -395,7 +395,8 @@ def test_default_persistent_route_adopts_e_steps_with_their_optimal_q(small_data
     """
     The default route ends with q(f̄) optimal for the adopted q(fₙ), where the standard bound at
     the stored q(f̄) equals the KL-corrected bound; it climbs at least as high as EM's first
-    iterations; and it refuses the standard bound, naming the route that takes it.
+    iterations. For the standard bound, which the persistent route refuses (naming the route
+    that takes it), ``fit`` takes EM by default.
     """
     model = KLCorrected(small_data, _kernel(), inducing_variable=6)
     start = float(model.kl_corrected_bound())
@@ -407,5 +408,7 @@ def test_default_persistent_route_adopts_e_steps_with_their_optimal_q(small_data
     em = KLCorrected(small_data, _kernel(), inducing_variable=6)
     em_final = fit(em, method="em", max_iter=3).rows[-1]["objective"]
     assert start < em_final <= final + 1e-8 * abs(final)
+    standard = KLCorrected(small_data, _kernel(), bound="standard")
     with pytest.raises(ValueError, match='method="em"'):
-        fit(KLCorrected(small_data, _kernel(), bound="standard"), max_iter=1)
+        fit(standard, method="persistent", max_iter=1)
+    assert fit(standard, max_iter=1).method == "em"

@@ -3,13 +3,7 @@ The Gaussian algebra shared by every model, ignorant of site rules: sufficient s
 the collapsed bound, the closed-form optimal q(u), all through Cholesky factors.
 """
 
-from .batching import (
-    map_over_batches,
-    sum_and_gradient_over_replicas,
-    sum_over_batches,
-    sum_over_dataset,
-    sum_over_replicas,
-)
+from .batching import map_over_batches, sum_over_batches, sum_over_dataset
 from .cholesky import checked_cholesky, escalating_cholesky, is_factorisable, robust_cholesky
 from .collapsed import (
     CollapsedBound,
@@ -77,11 +71,9 @@ __all__ = [
     "sites_elbo",
     "statistics_from_projection",
     "step_statistics",
-    "sum_and_gradient_over_replicas",
     "stored_q",
     "sum_over_batches",
     "sum_over_dataset",
-    "sum_over_replicas",
     "summed_expected_sites",
     "triangular_inverse",
     "unexplained_variance",

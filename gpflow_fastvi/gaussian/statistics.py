@@ -184,13 +184,13 @@ def statistics_from_projection(projection: Projection, sites: Sites) -> SiteStat
     @tf.custom_gradient
     def statistics(
         Kmn: tf.Tensor, L: tf.Tensor, Knn_diag: tf.Tensor, a: tf.Tensor, b: tf.Tensor, w: tf.Tensor
-    ):  # type: ignore[no-untyped-def]
+    ):
         AW = A * w  # A W                                                                  [M, N]
         AWAt = tf.linalg.matmul(AW, A, transpose_b=True)  # A W Aᵀ                         [M, M]
         Ab = tf.linalg.matmul(A, b)  # A b                                                 [M, 1]
         trace = tf.reduce_sum(w * Ktilde_diag)  # Σ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ)
 
-        def gradient(AWAt_bar, Ab_bar, sum_a_bar, trace_bar):  # type: ignore[no-untyped-def]
+        def gradient(AWAt_bar, Ab_bar, sum_a_bar, trace_bar):
             M = tf.shape(A)[0]
             S = 0.5 * (AWAt_bar + tf.transpose(AWAt_bar))
             S_trace = S - trace_bar * tf.eye(M, dtype=A.dtype)  # S − t̄ I

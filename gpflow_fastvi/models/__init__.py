@@ -3,7 +3,7 @@
 from .base import GaussianSitesModel
 from .kl_corrected import KLCorrected
 from .polya_gamma import PolyaGammaSVGP
-from .protocol import SiteModel
+from .protocol import ClosedFormSiteModel, SiteModel
 from .vi_concave import VIConcave
 from .vi_jj import VIJJ
 from .vi_taylor import VITaylor
@@ -13,6 +13,7 @@ ALL_MODELS = (VIJJ, VITaylor, PolyaGammaSVGP, KLCorrected, VIConcave)
 
 __all__ = [
     "ALL_MODELS",
+    "ClosedFormSiteModel",
     "GaussianSitesModel",
     "KLCorrected",
     "PolyaGammaSVGP",

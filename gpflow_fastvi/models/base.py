@@ -1,28 +1,33 @@
 """
-:class:`GaussianSitesModel`: the state and plumbing every Gaussian-site model with a closed-form
-step shares.
-
-A subclass supplies only its site rule (the local parameters of a point's site, how they give
-the site, and their closed-form value for a q(f)) and its training routes; everything else —
-statistics, collapsed bound, optimal q(u), the SVGP yardstick ELBO and predictions — is the shared
-algebra of :mod:`gpflow_fastvi.gaussian`, reached through the protocol of
-:mod:`gpflow_fastvi.models.protocol`.
+:class:`GaussianSitesModel`: the base class of the models whose sites have a closed-form step —
+its constructor (SVGP's signature, or the data first as SGPR takes them) and GPflow's training
+interface (``training_loss``, its closure, ``elbo``, ``posterior``).
 
 **State.** Like :class:`gpflow.models.SVGP`, a model is its hyperparameters θ and q(u) =
 N(``q_mu``, ``q_sqrt`` ``q_sqrt``ᵀ), nothing else: the sites' local parameters (ξ, the expansion
 points, the tilted q(fₙ)) are a function of q(u) and are recomputed, point by point, during each
-pass over the data. A model therefore needs no memory proportional to the number of points, and
-the data can come with each call.
+pass over the data (:mod:`~gpflow_fastvi.models.closed_form`). A model therefore needs no memory
+proportional to the number of points, and the data can come with each call.
 
-**One pass.** For each point: the marginal q(fₙ) of the current q(u), the local parameters that
-are optimal for it, the site, and its contribution to the statistics Σ aₙ, A W Aᵀ and A b; then
-the optimal q(u) for those sites in closed form. That is a closed-form site step
-(:meth:`GaussianSitesModel.update_sites`), and the objective of the sites it read is the collapsed
-bound of the same statistics.
+The class is assembled from one module per job, each a layer on the one before:
+
+=============================================  ================================================
+module                                         job
+=============================================  ================================================
+:mod:`~gpflow_fastvi.models.protocol`          the protocols, and the host's declared attributes
+:mod:`~gpflow_fastvi.models.passes`            checks of a call's data, Kmm's factor, the
+                                               projection, the one sum over the data, devices
+:mod:`~gpflow_fastvi.models.q_frame`           where q(u) was set; what a step may store
+:mod:`~gpflow_fastvi.models.predictions`       predictions; moving the inducing inputs
+:mod:`~gpflow_fastvi.models.natural_step`      the natural-gradient step on a batch
+:mod:`~gpflow_fastvi.models.closed_form`       the closed-form steps and the collapsed bound
+:mod:`~gpflow_fastvi.models.data_form`         the data-first form; the data of a call
+this module                                    the constructor; GPflow's training interface
+=============================================  ================================================
 """
 
 import abc
-from typing import Any, Callable, ClassVar, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, ClassVar, Optional, Tuple
 
 import gpflow
 import numpy as np
@@ -33,47 +38,20 @@ from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from gpflow.utilities import triangular
 
 from ..distribution import set_trainable
-from ..exceptions import IncompatibleLikelihoodError, InvalidDataError
-from ..gaussian import (
-    CollapsedBound,
-    collapsed_bound,
-    collapsed_factors,
-    expected_sites,
-    kl_to_prior,
-    kmm_cholesky,
-    map_over_batches,
-    marginals,
-    optimal_q,
-    shift_sites,
-    statistics_from_projection,
-    stored_q,
-    sum_over_batches,
-    sum_over_dataset,
-    sum_over_replicas,
-    whitened_projection,
-    whitened_q,
-)
-from ..inducing import InducingSpec, make_inducing_variable
-from ..types import Route, Sites, SiteStatistics, SteppedSites
+from ..exceptions import IncompatibleLikelihoodError
+from ..gaussian import kl_to_prior, whitened_q
+from ..inducing import InducingSpec
+from ..types import Route
 from ..validation import (
     check_data,
     check_num_data,
-    checked_01_labels,
-    checked_dataset,
-    describe_container,
     is_logit_bernoulli,
     positive_int,
     signed_labels,
     targets_for_likelihood,
 )
-from .protocol import FULL_DATA_STEPS, SiteModel
-
-Data = Union[Tuple[tf.Tensor, tf.Tensor], tf.data.Dataset]
-"""The data of a call, as :meth:`GaussianSitesModel.training_data` returns them: ``(X, Y)``
-tensors, or a ``tf.data.Dataset`` of ``(X, Y)`` batches streamed once per pass."""
-
-SiteParameters = Tuple[tf.Tensor, ...]
-"""The local parameters of a set of points' sites, each [N, 1] (ξ for Jaakkola–Jordan)."""
+from .data_form import DataFirstForm, DataHoldingForm, looks_like_data
+from .step_sizes import FULL_DATA_STEPS
 
 
 def logit_log_prob(F: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
@@ -93,41 +71,11 @@ PERSISTENT_ROUTE = Route(
     "closed-form site steps (passes) from the sites of the last accepted iterate",
 )
 """The persistent route (:mod:`gpflow_fastvi.training.persistent`), the same for every model whose
-sites have a closed-form step and whose objective is that of :meth:`GaussianSitesModel.stepped_sites`."""
+sites have a closed-form step and whose objective is that of
+:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSteps.stepped_sites`."""
 
 
-def _looks_like_data(value: Any) -> bool:
-    return isinstance(value, (tuple, list)) and len(value) == 2
-
-
-class DataFirstForm(abc.ABCMeta):
-    """
-    The metaclass that accepts a model's SGPR-like, data-first call as well as SVGP's:
-    ``VIJJ((X, Y), kernel, Z)`` is ``VIJJ(kernel, Z=..., data=(X, Y))`` with the positional
-    arguments after the data named by the class's ``data_first_positional``. Every keyword means
-    the same in both forms; nothing else is translated.
-    """
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        if not (args and _looks_like_data(args[0])):
-            return super().__call__(*args, **kwargs)
-        names: Tuple[str, ...] = cls.data_first_positional  # type: ignore[attr-defined]
-        rest = args[1:]
-        if len(rest) > len(names):
-            raise TypeError(
-                f"{cls.__name__}(data, {', '.join(names)}, *, ...) takes {len(names) + 1} "
-                f"positional arguments in its data-first form; got {len(args)}."
-            )
-        for name, value in zip(names, rest):
-            if name in kwargs:
-                raise TypeError(f"{cls.__name__}() got multiple values for argument {name!r}.")
-            kwargs[name] = value
-        if "data" in kwargs:
-            raise TypeError(f"{cls.__name__}() got the data both first and as data=.")
-        return super().__call__(data=args[0], **kwargs)
-
-
-class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
+class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
     r"""
     Base class of sparse GP models whose likelihood is replaced by Gaussian sites
     aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2 with a closed-form step, built like :class:`gpflow.models.SVGP` and
@@ -149,18 +97,36 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
     and ``q_sqrt`` are not trainable: they are set in closed form, by every evaluation of
     :meth:`training_loss`, by :meth:`update_sites` and by :func:`gpflow_fastvi.fit`.
 
-    A subclass provides :meth:`site_update` and :meth:`site_rule` (its site rule) and its
-    ``training_routes``; the protocol of :class:`~gpflow_fastvi.models.protocol.SiteModel`
-    follows from them.
+    **What a subclass writes, and what it may override or call.**
+
+    ============================================  ===============================================
+    must write                                    :meth:`checked_likelihood`,
+                                                  :meth:`~ClosedFormSteps.optimal_site_parameters`,
+                                                  :meth:`~ClosedFormSteps.site_rule`,
+                                                  ``training_routes``, ``default_route``,
+                                                  ``objective_is_bound``
+    may override                                  :meth:`~ClosedFormSteps.step_rule` (the sites
+                                                  a step goes through), :meth:`objective`,
+                                                  :meth:`~ClosedFormSteps.closed_form_steps` (a
+                                                  step that is not the collapsed one),
+                                                  :meth:`expected_log_likelihood` and
+                                                  :meth:`~SitePredictions.predict_f_at` (a latent
+                                                  function other than f),
+                                                  :meth:`~SiteModel.default_method`
+    may call                                      every public method of the layers (module
+                                                  docstring), e.g.
+                                                  :meth:`~ClosedFormSteps.pass_statistics`,
+                                                  :meth:`~ClosedFormSteps.site_statistics`,
+                                                  :meth:`~ClosedFormSteps.steps_in_memory`,
+                                                  :meth:`~DataPasses.sum_over_data`
+    ============================================  ===============================================
+
+    The protocols of :class:`~gpflow_fastvi.models.protocol.SiteModel` and
+    :class:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel` follow from them.
     """
 
     data_first_positional: ClassVar[Tuple[str, ...]] = ("kernel", "inducing_variable")
     """The names of the positional arguments after the data in the data-first form."""
-    steps_from_site_parameters: ClassVar[bool] = True
-    """Whether :meth:`stepped_sites` can start from given local site parameters, which a training
-    loop then keeps between evaluations (the persistent route, in memory); ``False`` for a model
-    whose step starts from q(u) itself (:class:`~gpflow_fastvi.VIConcave`, whose step is measured
-    against the ELBO of the q(u) it leaves)."""
 
     def __init__(
         self,
@@ -222,7 +188,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
             num_data = check_num_data(num_data, X.shape[0])
         elif num_data is not None:
             num_data = positive_int(num_data, "num_data")
-        inducing_variable = self._inducing_variable(inducing_variable, X, kmeans_seed)
+        inducing_variable = self.resolve_inducing_variable(inducing_variable, X, kmeans_seed)
         super().__init__(kernel, likelihood, mean_function, num_latent_gps=1)
         # Decided once, eagerly: the link is checked numerically, which a traced elbo() cannot do.
         self._logit_bernoulli = is_logit_bernoulli(likelihood)
@@ -232,7 +198,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         set_trainable(self.inducing_variable, train_inducing)
         self.whiten = whiten
         self.batch_size = batch_size
-        M = self.inducing_variable.num_inducing
+        M = int(tf.shape(self.inducing_variable.Z)[0])
         # q(u) starts at SVGP's initial value and is set in closed form from then on.
         self.q_mu = Parameter(
             np.zeros((M, 1)), dtype=gpflow.config.default_float(), trainable=False
@@ -245,27 +211,9 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         )
         self.set_up_step_state()
 
-    def _inducing_variable(
-        self, inducing_variable: Optional[InducingSpec], X: Optional[np.ndarray], seed: int
-    ) -> gpflow.inducing_variables.InducingVariables:
-        name = type(self).__name__
-        if X is None:
-            if inducing_variable is None or (
-                isinstance(inducing_variable, (int, np.integer))
-                and not isinstance(inducing_variable, bool)
-            ):
-                raise ValueError(
-                    f"{name}(kernel, likelihood, inducing_variable, ...) needs the inducing inputs "
-                    "as a GPflow inducing variable or an array Z [M, D]; an int M (k-means "
-                    f"centres) or None (Z = X) needs the data: {name}((X, Y), kernel, ...)."
-                )
-            return make_inducing_variable(inducing_variable)
-        if inducing_variable is None:  # the full GP: u = f(X)
-            return gpflow.inducing_variables.InducingPoints(X.copy())
-        return make_inducing_variable(inducing_variable, X, seed=seed)
-
     # ----------------------------------------------------------------------------------------------
-    # What a subclass provides: its site rule.
+    # What a subclass provides besides its site rule
+    # (:class:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel`).
 
     @classmethod
     @abc.abstractmethod
@@ -277,431 +225,12 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         :class:`~gpflow_fastvi.exceptions.IncompatibleLikelihoodError` that says what to use.
         """
 
-    @abc.abstractmethod
-    def site_update(
-        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
-    ) -> SiteParameters:
-        """The local site parameters that are optimal for q(f) = N(Fmu, Fvar) at the points X."""
-
-    @abc.abstractmethod
-    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
-        """Sites (a, b, w) on f at inputs X with targets Y for the given local parameters."""
-
-    def step_rule(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
-        """
-        The sites whose optimal q(u) a closed-form step goes through when further steps follow
-        it. By default the model's own sites (:meth:`site_rule`): the step is then coordinate
-        ascent, as for VIJJ's ξ and VITaylor's expansion points. A model may step through other
-        sites with the same fixed point (:class:`~gpflow_fastvi.KLCorrected`'s Newton E-step).
-        """
-        return self.site_rule(X, Y, *site_parameters)
-
-    def local_sites(self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Sites:
-        """The site rule at the local parameters that are optimal for q(f) = N(Fmu, Fvar)."""
-        return self.site_rule(X, Y, *self.site_update(X, Y, Fmu, Fvar))
-
     # ----------------------------------------------------------------------------------------------
-    # The data of a call.
-
-    def training_data(self, data: Any = None) -> Data:
-        """
-        The data a call works on: ``data`` = ``(X, Y)`` as tensors, checked and its targets
-        converted to the likelihood's convention as at construction (symbolic tensors, inside a
-        compiled function, are taken as they are); a ``tf.data.Dataset`` of ``(X [b, D], Y [b, 1])``
-        batches, whose element structure is checked and which every pass streams once; or the
-        data the model holds when ``data`` is ``None``.
-        """
-        name = type(self).__name__
-        if data is None:
-            if self.data is None:
-                raise ValueError(
-                    f"This {name} was built without data: pass it to the call, e.g. "
-                    f"training_loss((X, Y)) or fit(model, (X, Y)), or build the model with it, "
-                    f"{name}((X, Y), kernel, ...)."
-                )
-            return self.data
-        if isinstance(data, tf.data.Dataset):
-            data = checked_dataset(data)
-            if isinstance(self.likelihood, gpflow.likelihoods.Bernoulli):
-                data = data.map(lambda X, Y: (X, checked_01_labels(Y)))
-            return data
-        if not _looks_like_data(data):
-            error = InvalidDataError if isinstance(data, (tuple, list)) else TypeError
-            raise error(
-                "data must be a tuple (X, Y) with X [N, D] and Y [N, 1], or a tf.data.Dataset of "
-                f"such batches; got {describe_container(data)}."
-            )
-        return self.checked_training_data(data)
-
-    def _sum_over_data(
-        self, fn: Callable[..., Any], data: Data, shared: Sequence[tf.Tensor] = ()
-    ) -> Any:
-        """
-        Σ of ``fn(*rows, *shared)`` over the data (arrays whose rows go together, or a stream of
-        (X, Y) batches): in batches of :attr:`batch_size`, streamed, or with each replica of
-        :meth:`pass_strategy` summing its own share and one all-reduce.
-        """
-        strategy = self.pass_strategy()
-        if strategy is not None:
-            return sum_over_replicas(
-                fn, data, strategy, shared, self.trainable_variables, self.batch_size
-            )
-        if isinstance(data, tf.data.Dataset):
-            return sum_over_dataset(fn, data, shared)
-        return sum_over_batches(fn, data, self.batch_size, shared)
-
-    def projects_all_at_once(self, data: Data) -> bool:
-        """
-        Whether a step projects all the data at once and keeps the projection for its passes:
-        the data as arrays, no :attr:`batch_size`, and no :attr:`distribute_strategy` sharing
-        the passes among replicas (each of which projects its own rows).
-        """
-        return (
-            self.batch_size is None
-            and not isinstance(data, tf.data.Dataset)
-            and self.pass_strategy() is None
-        )
-
-    def _arrays(self, data: Data, what: str) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The data as (X, Y) tensors, or an error for a dataset where ``what`` needs arrays."""
-        if isinstance(data, tf.data.Dataset):
-            raise ValueError(
-                f"{what} holds one value per training point, so it needs the data as arrays "
-                "(X, Y), not a tf.data.Dataset. To stream, use fit's default route "
-                "(method='persistent'), which keeps nothing per point."
-            )
-        return data
-
-    def _is_mini_batch(self, data: Data) -> bool:
-        """Whether a call's data are a mini-batch (:meth:`is_mini_batch`); a dataset is all the
-        data, streamed."""
-        return not isinstance(data, tf.data.Dataset) and self.is_mini_batch(data[0])
-
-    # ----------------------------------------------------------------------------------------------
-    # q(u), read and stored.
-
-    def _stored_q(self) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-        """
-        The stored q(u) where its sites are read
-        (:class:`~gpflow_fastvi.models.protocol.QFrame`): whether to read it at the frame's
-        hyperparameters (the frame belongs to it, and they differ from the current ones),
-        chol(Kmm) there (else at the current ones), and q(v) = N(m, R Rᵀ) whitened by that
-        factor. Held fixed: no gradient.
-        """
-        frame = self._q_frame
-        q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
-        # At the frame's own hyperparameters (repeated steps at fixed θ) the current projection
-        # is the frame's: read with it rather than compute the same one twice.
-        at_frame = frame.belongs_to(q_mu, q_sqrt) & tf.logical_not(frame.is_at(self))
-        L_frame = tf.cond(
-            at_frame,
-            lambda: kmm_cholesky(frame.kernel, frame.inducing_variable),
-            lambda: self.Kmm_cholesky(),
-        )
-        m, R = whitened_q(q_mu, q_sqrt, L_frame, self.whiten)
-        return at_frame, tf.stop_gradient(L_frame), tf.stop_gradient(m), tf.stop_gradient(R)
-
-    def _stored_marginals(
-        self, X: tf.Tensor, stored: Tuple[tf.Tensor, ...], projection: Any
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """
-        q(fᵢ) = N(Fmu, Fvar) at the points X for the stored q(u) (``stored`` from
-        :meth:`_stored_q`), at the hyperparameters it was set at, or at the current ones (whose
-        ``projection`` of X is given) when they are the same or q(u) was changed from outside.
-        """
-        frame = self._q_frame
-        read_at_frame, L_frame, m, R = stored
-
-        def at_frame() -> Tuple[tf.Tensor, tf.Tensor]:
-            A, Ktilde_diag, *_ = whitened_projection(
-                frame.kernel, frame.inducing_variable, X, L_frame
-            )
-            Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
-            return Gmu + frame.mean_function(X), Fvar
-
-        def at_current() -> Tuple[tf.Tensor, tf.Tensor]:
-            Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
-            return Gmu + self.mean_function(X), Fvar
-
-        Fmu, Fvar = tf.cond(read_at_frame, at_frame, at_current)
-        return tf.stop_gradient(Fmu), tf.stop_gradient(Fvar)
-
-    # ----------------------------------------------------------------------------------------------
-    # One pass over the data, and closed-form steps.
-
-    def _read_site_parameters(
-        self, X: tf.Tensor, Y: tf.Tensor, projection: Any, m: tf.Tensor, R: tf.Tensor
-    ) -> SiteParameters:
-        """
-        The local parameters that are optimal for the marginals, at the points X (whose
-        ``projection`` is given), of q(v) = N(m, R Rᵀ) whitened by the projection's Kmm factor:
-        the sites a closed-form step reads off a q(u). Held fixed: no gradient.
-        """
-        Gmu, Fvar = marginals(
-            tf.stop_gradient(projection.A), tf.stop_gradient(projection.Ktilde_diag), m, R
-        )
-        Fmu = tf.stop_gradient(Gmu + self.mean_function(X))
-        return tuple(tf.stop_gradient(p) for p in self.site_update(X, Y, Fmu, Fvar))
-
-    def _site_statistics(
-        self,
-        X: tf.Tensor,
-        Y: tf.Tensor,
-        projection: Any,
-        rule: Callable[..., Sites],
-        site_parameters: SiteParameters,
-    ) -> SiteStatistics:
-        """The statistics of the sites by ``rule`` with the given local parameters at the points X
-        (whose ``projection`` is given), moved onto the zero-mean process g = f − μ(X)."""
-        sites = shift_sites(rule(X, Y, *site_parameters), self.mean_function(X))
-        return statistics_from_projection(projection, sites)
-
-    def _pass_statistics(
-        self,
-        data: Data,
-        L: tf.Tensor,
-        rule: Callable[..., Sites],
-        projection: Optional[Any] = None,
-        q: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
-    ) -> SiteStatistics:
-        """
-        One pass (module docstring): the statistics of the sites, by ``rule``, whose local
-        parameters are optimal for the marginals of the stored q(u) (read where it was set,
-        :class:`~gpflow_fastvi.models.protocol.QFrame`), or of ``q`` = (m, R), q(v) = N(m, R Rᵀ)
-        whitened by ``L``, in batches of :attr:`batch_size`. Differentiable in θ with the local parameters held fixed.
-
-        :param projection: A and diag K̃ of all the data when the caller has them already
-            (without batches, where it saves the projection, the dearest part of a pass).
-        """
-        stored = self._stored_q() if q is None else None
-
-        def batch_statistics(
-            X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, *q: tf.Tensor
-        ) -> SiteStatistics:
-            batch_projection = projection if projection is not None else self.projection(X, L)
-            if q:
-                params = self._read_site_parameters(X, Y, batch_projection, *q)
-            else:
-                Fmu, Fvar = self._stored_marginals(X, stored, batch_projection)
-                params = tuple(tf.stop_gradient(p) for p in self.site_update(X, Y, Fmu, Fvar))
-            return self._site_statistics(X, Y, batch_projection, rule, params)
-
-        shared = (L,) if q is None else (L, *(tf.stop_gradient(t) for t in q))
-        return self._sum_over_data(batch_statistics, data, shared)
-
-    def _steps_in_memory(self, data: Data, site_parameters: Optional[SiteParameters]) -> bool:
-        """
-        Whether the steps see all the data at once (:meth:`projects_all_at_once`); given
-        ``site_parameters`` (one value per point), they must.
-        """
-        in_memory = self.projects_all_at_once(data)
-        if site_parameters is not None and not in_memory:
-            raise ValueError(
-                "stepped_sites(site_parameters=...) holds one value per point: it needs the data "
-                "as arrays (X, Y), batch_size=None and no tf.distribute strategy."
-            )
-        return in_memory
-
-    def _stepped(
-        self, data: Data, num_updates: int, site_parameters: Optional[SiteParameters] = None
-    ) -> SteppedSites:
-        """
-        :meth:`stepped_sites` on the data: ``num_updates`` passes from the stored q(u) (or from
-        the sites with the given local parameters), sharing one Kmm factor and (without batches)
-        one projection; every pass but the last goes through :meth:`step_rule`, the last through
-        :meth:`site_rule`, whose statistics give the objective and the new q(u).
-        """
-        num_updates = positive_int(num_updates, "num_updates")
-        L = self.Kmm_cholesky()
-        in_memory = self._steps_in_memory(data, site_parameters)
-        projection = self.projection(data[0], L) if in_memory else None
-        q = None  # the first pass reads the stored q(u)
-        for step in range(num_updates):
-            last = step == num_updates - 1
-            rule = self.site_rule if last else self.step_rule
-            if step == 0 and site_parameters is not None:
-                params = tuple(tf.stop_gradient(p) for p in site_parameters)
-                stats = self._site_statistics(*data, projection, rule, params)
-            else:
-                stats = self._pass_statistics(data, L, rule, projection, q)
-            factors = collapsed_factors(stats)
-            m, R = optimal_q(factors, L, whiten=True)
-            q = (m, R[0])  # the q(v) the next pass reads its sites off
-        q_mu, q_sqrt = stored_q(*q, L, self.whiten)
-        next_parameters: SiteParameters = ()
-        if site_parameters is not None:
-            # The sites of the new q(u), read where it is set: those the next step starts from.
-            next_parameters = self._read_site_parameters(*data, projection, *q)
-        return SteppedSites(
-            objective=collapsed_bound(stats, factors).total,
-            q_mu=tf.stop_gradient(q_mu),
-            q_sqrt=tf.stop_gradient(q_sqrt),
-            site_parameters=next_parameters,
-        )
-
-    def stepped_sites(
-        self,
-        num_updates: int,
-        data: Optional[RegressionData] = None,
-        site_parameters: Optional[SiteParameters] = None,
-    ) -> SteppedSites:
-        """
-        ``num_updates`` closed-form site steps from the *stored* q(u), each a pass over the data
-        that reads the sites off the current q(u) and forms the optimal q(u) for them, with the
-        objective of the last sites read (the collapsed bound, for which the returned q(u) is
-        optimal). Nothing is assigned (:meth:`adopt` does that), so an optimiser may evaluate it at
-        trial hyperparameters and keep the model at its last accepted state.
-
-        The objective's gradient holds the last sites' local parameters fixed. For a bound
-        maximised over them (VIJJ) that is the gradient of the maximum, by the envelope theorem,
-        as the steps approach the sites' optimum; for Taylor sites it is the gradient at fixed
-        expansion points, as in vi-Taylor's own L-BFGS-B stage.
-
-        :param site_parameters: the local parameters the first step starts from instead of those
-            read off the stored q(u), each [N, 1], for a training loop that keeps them between
-            steps (:func:`~gpflow_fastvi.training.persistent_plan`): reading them off q(u) where
-            it was set (:class:`~gpflow_fastvi.models.protocol.QFrame`) at a trial θ costs a
-            second projection of the data. Then the result also carries the local parameters read off its own q(u), where the
-            next step starts. Data as arrays and ``batch_size=None`` only.
-        """
-        return self._stepped(self.training_data(data), num_updates, site_parameters)
-
-    def adopt(self, stepped: SteppedSites) -> None:
-        """Make the q(u) of :meth:`stepped_sites` the model's own."""
-        self.store_q(stepped.q_mu, stepped.q_sqrt)
-
-    def update_sites(
-        self, num_updates: int = 1, *, data: Optional[RegressionData] = None
-    ) -> tf.Tensor:
-        """
-        ``num_updates`` closed-form site steps (:meth:`stepped_sites`), stored; returns the
-        objective of the last sites read, for which the stored q(u) is optimal. For a bound
-        maximised by coordinate ascent (:class:`~gpflow_fastvi.VIJJ`,
-        :class:`~gpflow_fastvi.KLCorrected` with ``e_step="coordinate"``) no step can lower it;
-        for :class:`~gpflow_fastvi.VITaylor`, whose objective moves with its expansion points,
-        and KLCorrected's Newton E-step, the steps are Newton steps and the objective need not
-        rise at each of them. Hyperparameters are left alone.
-        """
-        stepped = self._stepped(self.training_data(data), num_updates)
-        self.adopt(stepped)
-        return stepped.objective
-
-    # ----------------------------------------------------------------------------------------------
-    # Sites held fixed: the paper's alternating schemes.
-
-    def site_parameters(self, data: Optional[RegressionData] = None) -> SiteParameters:
-        """
-        The sites' local parameters for the stored q(u), each [N, 1], computed batch by batch:
-        what the paper's alternating schemes hold fixed while L-BFGS-B moves θ
-        (:func:`~gpflow_fastvi.training.alternating_plan`). Memory O(N).
-        """
-        X, Y = self._arrays(self.training_data(data), "site_parameters")
-        L = self.Kmm_cholesky()
-        stored = self._stored_q()
-
-        def batch_parameters(X: tf.Tensor, Y: tf.Tensor) -> SiteParameters:
-            Fmu, Fvar = self._stored_marginals(X, stored, self.projection(X, L))
-            return tuple(self.site_update(X, Y, Fmu, Fvar))
-
-        params = map_over_batches(batch_parameters, (X, Y), self.batch_size)
-        return tuple(tf.stop_gradient(p) for p in params)
-
-    def _fixed_site_statistics(
-        self, X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, site_parameters: SiteParameters
-    ) -> SiteStatistics:
-        """The statistics of the sites with the given local parameters (each [N, 1])."""
-
-        def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
-            *params, L = rest
-            return self._site_statistics(X, Y, self.projection(X, L), self.site_rule, params)
-
-        return self._sum_over_data(batch_statistics, (X, Y, *site_parameters), (L,))
-
-    def collapsed_bound(
-        self,
-        data: Optional[RegressionData] = None,
-        site_parameters: Optional[SiteParameters] = None,
-    ) -> CollapsedBound:
-        """
-        The collapsed bound (:mod:`gpflow_fastvi.gaussian.collapsed`) as its named terms, of the
-        sites with the given local parameters, or of the sites read off the stored q(u).
-        """
-        data = self.training_data(data)
-        L = self.Kmm_cholesky()
-        if site_parameters is None:
-            stats = self._pass_statistics(data, L, self.site_rule)
-        else:
-            X, Y = self._arrays(data, "site_parameters")
-            stats = self._fixed_site_statistics(X, Y, L, site_parameters)
-        return collapsed_bound(stats, collapsed_factors(stats))
-
-    def update_q(
-        self,
-        data: Optional[RegressionData] = None,
-        site_parameters: Optional[SiteParameters] = None,
-    ) -> tf.Tensor:
-        """
-        Set q(u) to the closed-form optimum for the sites with the given local parameters (or
-        for the sites read off the stored q(u), one :meth:`update_sites` step) at the current
-        hyperparameters; return their collapsed bound.
-        """
-        if site_parameters is None:
-            return self.update_sites(1, data=data)
-        X, Y = self._arrays(self.training_data(data), "site_parameters")
-        L = self.Kmm_cholesky()
-        stats = self._fixed_site_statistics(X, Y, L, site_parameters)
-        factors = collapsed_factors(stats)
-        q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
-        self.store_q(tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt))
-        return collapsed_bound(stats, factors).total
-
-    def objective(
-        self,
-        data: Optional[RegressionData] = None,
-        site_parameters: Optional[SiteParameters] = None,
-    ) -> tf.Tensor:
-        """
-        The method's own objective (to be maximised): the collapsed bound of the sites read off
-        the stored q(u), or of the sites with the given local parameters. Assigns nothing.
-        """
-        return self.collapsed_bound(data, site_parameters).total
+    # GPflow's training interface.
 
     def maximum_log_likelihood_objective(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """The model's objective, :meth:`objective` (GPflow's name for it)."""
         return self.objective(data)
-
-    def sites_elbo(
-        self,
-        data: Optional[RegressionData] = None,
-        site_parameters: Optional[SiteParameters] = None,
-    ) -> tf.Tensor:
-        """
-        The ELBO of the sites at the *stored* q(u), Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL[q(u) ‖ p(u)],
-        with the sites' local parameters given or read off q(u). It equals the collapsed bound
-        of the same sites when q(u) is optimal for them and is below it everywhere else.
-        """
-        data = self.training_data(data)
-        L = self.Kmm_cholesky()
-        m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
-
-        def batch_expectation(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> tf.Tensor:
-            *params, L, m, R = rest
-            A, Ktilde_diag, *_ = self.projection(X, L)
-            Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
-            Fmu = Gmu + self.mean_function(X)
-            if not params:
-                params = [tf.stop_gradient(p) for p in self.site_update(X, Y, Fmu, Fvar)]
-            return tf.reduce_sum(expected_sites(self.site_rule(X, Y, *params), Fmu, Fvar))
-
-        if site_parameters is None:
-            expectation = self._sum_over_data(batch_expectation, data, (L, m, R))
-        else:
-            tensors = (*self._arrays(data, "site_parameters"), *site_parameters)
-            expectation = self._sum_over_data(batch_expectation, tensors, (L, m, R))
-        return expectation - kl_to_prior(m, R)
-
-    # ----------------------------------------------------------------------------------------------
-    # GPflow's training interface.
 
     def training_loss(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
@@ -717,21 +246,21 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
 
         Where no jitter can factorise Kmm (a line search's extreme trial point) the loss is
         +inf with a zero gradient, and q(u) is left as it was: L-BFGS-B then shortens its step
-        (:meth:`~gpflow_fastvi.models.protocol.SiteModel.loss_or_inf`).
+        (:meth:`~gpflow_fastvi.models.q_frame.QStorage.loss_or_inf`).
 
         On a mini-batch (fewer rows than ``num_data``) the step is instead a natural-gradient step
         of size ρ = min(1, b / 10,000) on q(u) towards the batch's closed-form optimum, and the
         loss is the batch's estimate of the sites' ELBO at the new q(u)
-        (:meth:`~gpflow_fastvi.models.protocol.SiteModel.mini_batch_loss_step`), so that an Adam
+        (:meth:`~gpflow_fastvi.models.natural_step.NaturalGradientStep.mini_batch_loss_step`), so that an Adam
         loop over ``training_loss_closure(iter(dataset))`` trains the hyperparameters while q(u)
         follows by the method's own step.
         """
         data = self.training_data(data)
-        if self._is_mini_batch(data):
+        if self.is_mini_batch_call(data):
             return self.mini_batch_loss_step(data)
 
         def loss() -> tf.Tensor:
-            stepped = self._stepped(data, FULL_DATA_STEPS)
+            stepped = self.closed_form_steps(data, FULL_DATA_STEPS)
             return self.adopt_unless_worse(
                 -(stepped.objective + self.log_prior_density()), lambda: self.adopt(stepped)
             )
@@ -750,7 +279,7 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         the closure is built (:meth:`~gpflow_fastvi.models.protocol.SiteModel.warn_if_closure_falls_short`).
         """
         self.warn_if_closure_falls_short(data)
-        if data is None or _looks_like_data(data) or isinstance(data, tf.data.Dataset):
+        if data is None or looks_like_data(data) or isinstance(data, tf.data.Dataset):
             fixed = self.training_data(data)  # a dataset: every call streams all of it
 
             def closure() -> tf.Tensor:
@@ -777,10 +306,10 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         the expectations by the likelihood's own (Gauss–Hermite) quadrature, the sum scaled by
         ``num_data`` / rows for a mini-batch as SVGP scales it. This is the yardstick to compare
         with :class:`gpflow.models.SVGP`; for VIJJ it is ≥ the bound. Models change the
-        likelihood term through :meth:`_expected_log_likelihood`.
+        likelihood term through :meth:`expected_log_likelihood`.
         """
         data = self.training_data(data)
-        var_exp = self._sum_over_data(self._expected_log_likelihood, data)
+        var_exp = self.sum_over_data(self.expected_log_likelihood, data, (), self.batch_size)
         kl = kl_to_prior(*whitened_q(self.q_mu, self.q_sqrt, self.Kmm_cholesky(), self.whiten))
         scale = 1.0 if isinstance(data, tf.data.Dataset) else self.data_scale(data[0])
         return scale * var_exp - kl
@@ -789,9 +318,9 @@ class GaussianSitesModel(SiteModel, GPModel, metaclass=DataFirstForm):
         """The SVGP yardstick, :meth:`elbo`."""
         return self.elbo(data)
 
-    def _expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+    def expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """Σᵢ E_q[log p(yᵢ | fᵢ)] over the points (X, Y) at the model's q(f)."""
-        return tf.reduce_sum(self.expected_log_density(X, Y, *self._predict_f(X)))
+        return tf.reduce_sum(self.expected_log_density(X, Y, *self.predict_f_at(X)))
 
     def expected_log_density(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor

@@ -1,4 +1,4 @@
-"""KLCorrected: GP classification by PPA with King & Lawrence's KL-corrected bound (paper 001)."""
+"""KLCorrected: GP classification by PPA with the KL-corrected bound of King & Lawrence (2006)."""
 
 from typing import Optional, Tuple
 
@@ -74,7 +74,8 @@ class KLCorrected(GaussianSitesModel):
     hyperparameters for at most ``maxfun`` evaluations, default 10; until the bound stops
     changing), one row of the trace per EM iteration, each recorded after the E-step,
     where the two bounds coincide, so that the two choices can be compared row for row; it is the
-    route for ``bound="standard"``, which the persistent route refuses.
+    route for ``bound="standard"``, which the persistent route refuses, and ``fit`` takes it for
+    that bound by default.
     :meth:`training_loss` takes E-steps and returns −(chosen bound), so GPflow's optimisers end
     where ``fit`` does.
 
@@ -225,6 +226,13 @@ class KLCorrected(GaussianSitesModel):
     def bound(self, value: str) -> None:
         self._bound = one_of(value, BOUNDS, "bound")
 
+    def default_method(self) -> str:
+        """
+        The route ``fit`` takes without ``method``: ``"persistent"`` for the KL-corrected bound,
+        ``"em"`` for the standard bound, which only EM can train (its M-step holds q(f̄) fixed).
+        """
+        return "em" if self.bound == "standard" else self.default_route
+
     @property
     def e_step(self) -> str:
         """How a closed-form E-step moves q(fₙ): ``"newton"`` or ``"coordinate"`` (:meth:`step_rule`)."""
@@ -237,7 +245,7 @@ class KLCorrected(GaussianSitesModel):
     # ----------------------------------------------------------------------------------------------
     # The PPA site rule.
 
-    def site_rule(  # type: ignore[override]
+    def site_rule(
         self,
         X: tf.Tensor,
         Y: tf.Tensor,
@@ -249,7 +257,7 @@ class KLCorrected(GaussianSitesModel):
         """The PPA sites of the stored q(fₙ) (:func:`~gpflow_fastvi.sites.ppa.ppa_sites`)."""
         return ppa_sites(f_mean, f_var, f_evidence, tf.convert_to_tensor(self.beta))
 
-    def step_rule(  # type: ignore[override]
+    def step_rule(
         self,
         X: tf.Tensor,
         Y: tf.Tensor,
@@ -293,7 +301,7 @@ class KLCorrected(GaussianSitesModel):
 
         return log_Z
 
-    def site_update(
+    def optimal_site_parameters(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
     ) -> Tuple[tf.Tensor, ...]:
         """
@@ -365,7 +373,7 @@ class KLCorrected(GaussianSitesModel):
         site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
     ) -> SteppedSites:
         """
-        :meth:`GaussianSitesModel.stepped_sites <gpflow_fastvi.models.base.GaussianSitesModel.stepped_sites>`:
+        :meth:`~gpflow_fastvi.models.closed_form.ClosedFormSteps.stepped_sites`:
         E-steps and the KL-corrected bound after them. Refused for ``bound="standard"``, whose
         M-step holds q(f̄) fixed and has no such collapsed form.
         """
@@ -380,7 +388,7 @@ class KLCorrected(GaussianSitesModel):
         """
         −(selected bound + log prior density), for GPflow's optimisers. Each evaluation first
         takes one closed-form E-step and stores its q(f̄), as for every model
-        (:meth:`GaussianSitesModel.training_loss <gpflow_fastvi.models.base.GaussianSitesModel.training_loss>`);
+        (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.training_loss`);
         for the KL-corrected bound the loss is that bound, for ``bound="standard"`` the standard
         bound at the stored q(f̄) and q(fₙ), whose gradient holds both fixed (the paper's
         M-step), so that an optimiser on it runs generalised EM.
@@ -391,7 +399,7 @@ class KLCorrected(GaussianSitesModel):
         self.update_sites(1, data=data)
         return -(self.standard_bound(data) + self.log_prior_density())
 
-    def _expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+    def expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """
         Σₙ E_q(f̄ₙ)[log p(yₙ | f̄ₙ)] for :meth:`elbo`, where p(yₙ | f̄ₙ) = ∫ p(yₙ | f) N(f | f̄ₙ, β⁻¹) df
         is the likelihood with the noise ε integrated out (log Zₙ at mean f̄ₙ), and the expectation
@@ -399,7 +407,7 @@ class KLCorrected(GaussianSitesModel):
         :class:`gpflow.models.SVGP` with that likelihood at q(f̄), so it is ≤ log p(y).
         """
         noise = tf.ones_like(Y) / tf.convert_to_tensor(self.beta)
-        Fmu, Fvar = GaussianSitesModel._predict_f(self, X)  # q(f̄ₙ), without the noise
+        Fmu, Fvar = GaussianSitesModel.predict_f_at(self, X)  # q(f̄ₙ), without the noise
         quadrature = gpflow.quadrature.NDiagGHQuadrature(1, self.num_gauss_hermite_points)
 
         def log_Z(F: tf.Tensor) -> tf.Tensor:  # log p(yₙ | f̄ₙ = F), F: [H, N, 1]
@@ -417,11 +425,11 @@ class KLCorrected(GaussianSitesModel):
     # ----------------------------------------------------------------------------------------------
     # Predictions of f = f̄ + ε.
 
-    def _predict_f(
+    def predict_f_at(
         self, Xnew: tf.Tensor, full_cov: bool = False, full_output_cov: bool = False
     ) -> MeanAndVariance:
         """q(f*) for f = f̄ + ε: the posterior of f̄ with the noise variance β⁻¹ added."""
-        mean, var = super()._predict_f(Xnew, full_cov=full_cov, full_output_cov=full_output_cov)
+        mean, var = super().predict_f_at(Xnew, full_cov=full_cov, full_output_cov=full_output_cov)
         noise = 1.0 / tf.convert_to_tensor(self.beta)
         if full_cov:
             N = tf.shape(var)[-1] if not full_output_cov else tf.shape(var)[0]

@@ -1,4 +1,4 @@
-"""PolyaGammaSVGP: SVGP for logit classification with Pólya-Gamma sites and natural-gradient SVI (paper 004)."""
+"""PolyaGammaSVGP: SVGP for logit classification with Pólya-Gamma sites and natural-gradient SVI (Wenzel et al., 2019)."""
 
 from typing import Any, Optional
 
@@ -12,10 +12,11 @@ from ..inducing import make_inducing_variable
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
 from ..types import Route, Sites
 from ..validation import check_logit_bernoulli, checked_signed_labels, positive_int
-from .protocol import FULL_DATA_STEPS, SiteModel
+from .natural_step import NaturalGradientStep
+from .step_sizes import FULL_DATA_STEPS
 
 
-class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
+class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
     r"""
     :class:`gpflow.models.SVGP` for binary classification with the logit link, whose ELBO is in closed
     form through Pólya-Gamma augmentation (:cite:t:`wenzel2019efficient`), trained by stochastic
@@ -173,7 +174,7 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
         - on a mini-batch (fewer rows than ``num_data``, or rows known only when it runs: an
           Adam loop over ``training_loss_closure(iter(dataset))``), the step of
           :class:`~gpflow_fastvi.NaturalGradientSVI` with ρ = min(1, b / 10,000)
-          (:meth:`~gpflow_fastvi.models.protocol.SiteModel.mini_batch_loss_step`); the loss is the
+          (:meth:`~gpflow_fastvi.models.natural_step.NaturalGradientStep.mini_batch_loss_step`); the loss is the
           batch's estimate at the new q(u);
         - on all the data (``gpflow.optimizers.Scipy`` on ``training_loss_closure((X, Y))``),
           three steps of size ρ = 1 (coordinate ascent in q(u) and the cᵢ), kept unless the
@@ -190,7 +191,7 @@ class PolyaGammaSVGP(SiteModel, gpflow.models.SVGP):
 
         def loss() -> tf.Tensor:
             L = self.Kmm_cholesky()
-            # On one device the data are projected once for every pass (:meth:`sum_over_rows`).
+            # On one device the data are projected once for every pass (:meth:`sum_over_projected_rows`).
             projection = None if self.pass_strategy() else self.projection(X, L)
             q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
             # The sites are read at the trial hyperparameters, which a line search may take so far

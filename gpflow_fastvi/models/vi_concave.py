@@ -1,4 +1,4 @@
-"""VIConcave: the standard variational bound by convergent site steps (paper 003, Khan, Mohamed & Murphy)."""
+"""VIConcave: the standard variational bound by convergent site steps (Khan, Mohamed & Murphy, 2012)."""
 
 import functools
 from typing import Any, Callable, ClassVar, Optional, Tuple
@@ -25,7 +25,8 @@ from ..gaussian.natural import expected_sites
 from ..sites.expectation import expectation_sites
 from ..types import Sites, SiteStatistics, SteppedSites
 from ..validation import check_log_concave, check_scalar_likelihood, positive_int
-from .base import PERSISTENT_ROUTE, Data, GaussianSitesModel
+from .base import PERSISTENT_ROUTE, GaussianSitesModel
+from .protocol import Data
 
 MAX_HALVINGS = 12
 """The most times a step of :class:`VIConcave` halves its size ρ (from 1 down to 2⁻¹²) looking for
@@ -107,13 +108,13 @@ class VIConcave(GaussianSitesModel):
         check_log_concave(likelihood, "VIConcave")
         return likelihood
 
-    def site_update(
+    def optimal_site_parameters(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
     ) -> Tuple[tf.Tensor, ...]:
         """The marginal q(fᵢ) = N(mᵢ, vᵢ) itself: the sites touch fᵦ there."""
         return (Fmu, Fvar)
 
-    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, m: tf.Tensor, v: tf.Tensor) -> Sites:  # type: ignore[override]
+    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, m: tf.Tensor, v: tf.Tensor) -> Sites:
         """The sites of fᵦ at (m, v) (:func:`~gpflow_fastvi.sites.expectation.expectation_sites`)."""
         return expectation_sites(
             lambda m, v: self.expected_log_density(X, Y, m, v),
@@ -201,9 +202,18 @@ class VIConcave(GaussianSitesModel):
         two steps from the stored one), and forming it needs their statistics only. The later
         steps are :meth:`update_sites`'s, halved until the ELBO does not fall.
         """
-        return self._stepped(self.training_data(data), num_updates, site_parameters, True)
+        return self._ascent(self.training_data(data), num_updates, site_parameters, True)
 
-    def _stepped(
+    def closed_form_steps(
+        self, data: Data, num_updates: int, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None
+    ) -> SteppedSites:
+        """
+        ``num_updates`` steps from the stored q(u) itself (:meth:`update_sites`, the full-data
+        ``training_loss``), each by the largest ρ of 1, ½, ¼, … that does not lower the ELBO.
+        """
+        return self._ascent(data, num_updates, site_parameters)
+
+    def _ascent(
         self,
         data: Data,
         num_updates: int,
@@ -222,7 +232,7 @@ class VIConcave(GaussianSitesModel):
         per batch; the result then carries the marginals of the q(u) reached in memory.
         """
         num_updates = positive_int(num_updates, "num_updates")
-        in_memory = self._steps_in_memory(data, site_parameters)
+        in_memory = self.steps_in_memory(data, site_parameters)
         L = self.Kmm_cholesky()
         projection = self.projection(data[0], L) if in_memory else None
 
@@ -240,7 +250,7 @@ class VIConcave(GaussianSitesModel):
                 return per_rows(X, Y, self.projection(X, L), m, R)
 
             factor = L if differentiable else tf.stop_gradient(L)
-            return self._sum_over_data(batch, data, (factor, m, R))
+            return self.sum_over_data(batch, data, (factor, m, R), self.batch_size)
 
         def evaluate(m: tf.Tensor, R: tf.Tensor) -> Tuple[tf.Tensor, SiteStatistics, Any]:
             """
@@ -261,9 +271,14 @@ class VIConcave(GaussianSitesModel):
             # The first step: the optimal q(u), at this θ, for the sites at the marginals of the
             # stored q(u) where it was set, kept (in memory) or read off it batch by batch.
             stats = (
-                self._pass_statistics(data, L, self.site_rule, projection)
+                self.pass_statistics(data, L, self.site_rule, projection)
                 if site_parameters is None
-                else self._site_statistics(*data, projection, self.site_rule, site_parameters)
+                else self.site_statistics(
+                    *self.arrays_of(data, "site_parameters"),
+                    projection,
+                    self.site_rule,
+                    site_parameters,
+                )
             )
             target = site_target(nest_stop_gradient(stats), tf.ones((), L.dtype))
             m, R = q_from_natural(target, L, whiten=True)

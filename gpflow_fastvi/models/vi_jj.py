@@ -1,4 +1,4 @@
-"""VIJJ: sparse GP logit classification with Jaakkola–Jordan sites (paper 000, vi-JJ)."""
+"""VIJJ: sparse GP logit classification with Jaakkola–Jordan sites (vi-JJ of Izmailov & Kropotov, 2017)."""
 
 from typing import Optional, Tuple
 
@@ -83,12 +83,12 @@ class VIJJ(GaussianSitesModel):
         check_logit_bernoulli(likelihood, "VIJJ's Jaakkola–Jordan bound")
         return likelihood
 
-    def site_update(
+    def optimal_site_parameters(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
     ) -> Tuple[tf.Tensor, ...]:
         """ξ optimal for q(f) = N(Fmu, Fvar): ξ² = E_q[f²] (:func:`jj_optimal_xi`)."""
         return (jj_optimal_xi(Fmu, Fvar),)
 
-    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:  # type: ignore[override]
+    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:
         """The Jaakkola–Jordan sites of points with labels Y at ξ (:func:`jj_sites`)."""
         return jj_sites(signed_labels(Y), xi)

@@ -1,4 +1,4 @@
-"""VITaylor: sparse variational GP with Taylor sites, for any log-concave GPflow likelihood (paper 000, vi-Taylor)."""
+"""VITaylor: sparse variational GP with Taylor sites, for any log-concave GPflow likelihood (vi-Taylor of Izmailov & Kropotov, 2017)."""
 
 from typing import Callable, Optional, Tuple
 
@@ -78,7 +78,7 @@ class VITaylor(GaussianSitesModel):
         check_log_concave(likelihood, "VITaylor")
         return likelihood
 
-    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:  # type: ignore[override]
+    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:
         """The second-order Taylor expansion of log p(yᵢ | fᵢ) at ξᵢ (:func:`taylor_sites`)."""
         return taylor_sites(self._log_density(X, Y), xi, name=type(self.likelihood).__name__)
 
@@ -91,7 +91,7 @@ class VITaylor(GaussianSitesModel):
             return lambda F: logit_log_prob(F, Y)[:, 0]
         return lambda F: self.likelihood.log_prob(X, F, Y)
 
-    def site_update(
+    def optimal_site_parameters(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
     ) -> Tuple[tf.Tensor, ...]:
         """The expansion point ξ = E_q[f], the mean of q(f) (the variance plays no part)."""

@@ -85,7 +85,12 @@ def titsias_plan(
 def check_regression_model(model: gpflow.models.SGPR) -> None:
     """A clear error unless ``model`` is an SGPR with scalar (homoscedastic) Gaussian noise."""
     likelihood = model.likelihood
-    if type(likelihood) is not gpflow.likelihoods.Gaussian or likelihood.variance.shape.rank != 0:
+    variance = getattr(likelihood, "variance", None)  # a Parameter, or a function of X
+    if (
+        type(likelihood) is not gpflow.likelihoods.Gaussian
+        or variance is None
+        or variance.shape.rank != 0
+    ):
         raise TypeError(
             "fit() trains an SGPR by Titsias's scheme, whose closed-form noise step needs "
             "gpflow.likelihoods.Gaussian with one scalar variance; got "

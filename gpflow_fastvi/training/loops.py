@@ -149,7 +149,7 @@ def fit(
     :param strategy: a :mod:`tf.distribute` strategy whose replicas share every pass over the
         data, each summing its own share, with one all-reduce per pass
         (:mod:`gpflow_fastvi.distribution`). By default the model's
-        :attr:`~gpflow_fastvi.models.protocol.SiteModel.distribute_strategy`: that of the
+        :attr:`~gpflow_fastvi.models.passes.DataPasses.distribute_strategy`: that of the
         enclosing ``strategy.scope()``, else the one the model was built in, if any. A model
         built in another strategy's scope is refused; one built outside every scope keeps its
         variables on the host and its passes are shared all the same. Flags that
@@ -236,7 +236,7 @@ def _site_model_route(
             "optimiser."
         )
     name = type(model).__name__
-    route_name = model.default_route if method is None else method
+    route_name = model.default_method() if method is None else method
     if route_name not in model.training_routes:
         raise ValueError(
             f"method must be one of {sorted(model.training_routes)} for {name}; got {method!r}."

@@ -11,10 +11,10 @@ of what L-BFGS knows. Here SciPy's L-BFGS-B runs once, for the whole fit:
   need not project the data a second time to read them), takes ``n_upd`` closed-form site steps
   (each a pass that forms the optimal q(u) of the sites and reads the next sites off it) and
   returns the collapsed bound of the last sites with its θ-gradient at them, together with their
-  optimal q(u) (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.stepped_sites`), from one
+  optimal q(u) (:meth:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel.stepped_sites`), from one
   Kmm factor and one projection, assigning nothing;
 - at every accepted iterate (SciPy's callback) the model adopts the q(u) of
-  that iterate (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.adopt`), kept from its
+  that iterate (:meth:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel.adopt`), kept from its
   evaluation rather than computed again: the site step stays an explicit step whose state
   follows accepted iterates, not part of the loss, and costs nothing beyond the evaluations.
   That is one outer iteration, one row of :func:`~gpflow_fastvi.fit`'s trace.
@@ -38,7 +38,7 @@ import scipy.optimize
 import tensorflow as tf
 from gpflow.base import RegressionData
 
-from ..models import GaussianSitesModel
+from ..models import ClosedFormSiteModel
 from ..types import SteppedSites
 from ..validation import positive_int
 from .plans import LBFGSStage, Report, TrainingPlan
@@ -67,7 +67,7 @@ WARM_START_MAX_STEPS = 50
 
 
 def persistent_plan(
-    model: GaussianSitesModel,
+    model: ClosedFormSiteModel,
     data: Optional[RegressionData] = None,
     *,
     n_upd: int = 3,
@@ -98,8 +98,8 @@ def persistent_plan(
     # from q(u) itself (steps_from_site_parameters).
     keeps_sites = model.projects_all_at_once(data) and model.steps_from_site_parameters
     # The starting q(u) is read at the starting θ until the first iterate is accepted, whichever θ
-    # L-BFGS-B tries (its frame, models.protocol.QFrame), in memory as streamed.
-    model.store_q(tf.convert_to_tensor(model.q_mu), tf.convert_to_tensor(model.q_sqrt))
+    # L-BFGS-B tries, in memory as streamed.
+    model.start_frame_here()
     accepted_sites = (
         [tf.Variable(p, trainable=False) for p in model.site_parameters(data)]
         if keeps_sites and variables

@@ -3,8 +3,11 @@ Training plans: what one outer iteration of :func:`gpflow_fastvi.fit` does for a
 
 A plan is a compiled step and nothing else; the loop around it (tolerance, budget, trace, progress)
 lives in :mod:`gpflow_fastvi.training.loops` and is the same for every model. The functions that
-build plans (the *drivers*: :func:`alternating_plan` here, :func:`~gpflow_fastvi.training.svi.svi_plan`)
-drive a model through its public protocol (:class:`~gpflow_fastvi.models.protocol.SiteModel`) only.
+build plans (the *drivers*: :func:`alternating_plan` here,
+:func:`~gpflow_fastvi.training.persistent.persistent_plan`, :func:`~gpflow_fastvi.training.svi.svi_plan`)
+drive a model through its declared protocol only: the SVI driver any
+:class:`~gpflow_fastvi.models.protocol.SiteModel`, the alternating and persistent drivers a
+:class:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel`.
 """
 
 from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
@@ -17,7 +20,7 @@ import tensorflow_probability as tfp
 from gpflow.base import RegressionData
 
 from ..distribution import gradients_outside_replicas, watch_outside_replicas
-from ..models import GaussianSitesModel
+from ..models import ClosedFormSiteModel
 from ..validation import positive_int
 
 Report = Callable[[float], bool]
@@ -179,7 +182,7 @@ class LBFGSStage:
             self.last_x, self.last_aux = x.copy(), aux
             return value.numpy(), gradient.numpy()
 
-        def scipy_objective(z: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        def scipy_objective(z: np.ndarray) -> Tuple[Any, np.ndarray]:
             x = self.scale.from_search(z)
             try:
                 value, gradient = evaluate(x)
@@ -243,7 +246,7 @@ class LBFGSStage:
 
 
 def alternating_plan(
-    model: GaussianSitesModel,
+    model: ClosedFormSiteModel,
     data: Optional[RegressionData] = None,
     *,
     closed_form_sites: bool,
@@ -258,10 +261,10 @@ def alternating_plan(
     driver of every route declared ``Route("alternating", ...)``:
 
     1. with ``closed_form_sites``, ``n_upd`` closed-form updates of the sites and q(u)
-       (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.update_sites`);
+       (:meth:`~gpflow_fastvi.models.protocol.SiteModel.update_sites`);
     2. L-BFGS-B for at most ``maxfun`` evaluations of the model's objective with the sites'
        local parameters held fixed at those of the current q(u)
-       (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.site_parameters`), over the
+       (:meth:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel.site_parameters`), over the
        trainable hyperparameters, and also over the local parameters with ``sites_in_lbfgs``;
        then q(u) is set optimal for them at the new hyperparameters.
 

@@ -5,7 +5,7 @@ Stochastic variational inference with closed-form natural-gradient steps on q(u)
 
 One step on a mini-batch of s out of n points:
 
-1. the model's :meth:`~gpflow_fastvi.models.protocol.SiteModel.natural_gradient_step`: the sites'
+1. the model's :meth:`~gpflow_fastvi.models.natural_step.NaturalGradientStep.natural_gradient_step`: the sites'
    local parameters (Pólya-Gamma cᵢ) are set in closed form for the current q(u), and q(u) takes a
    natural-gradient step of size ρₜ towards the batch's closed-form optimum scaled by n/s;
 2. the hyperparameters (and any other trainable variable except ``q_mu``/``q_sqrt``) take an Adam
@@ -29,7 +29,7 @@ from ..distribution import (
 )
 from ..exceptions import InvalidDataError
 from ..models import SiteModel
-from ..models.protocol import AVERAGED_POINTS, mini_batch_step_size
+from ..models.step_sizes import AVERAGED_POINTS, mini_batch_step_size
 from ..validation import (
     batch_tensors,
     check_data,

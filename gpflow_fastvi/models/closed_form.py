@@ -1,0 +1,356 @@
+"""
+:class:`ClosedFormSteps`: the closed-form site step of the models with one, written once.
+
+**One pass.** For each point: the marginal q(fₙ) of the current q(u), the local parameters that
+are optimal for it, the site, and its contribution to the statistics Σ aₙ, A W Aᵀ and A b; then
+the optimal q(u) for those sites in closed form. That is a closed-form site step
+(:meth:`ClosedFormSteps.update_sites`), and the objective of the sites it read is the collapsed
+bound of the same statistics (:mod:`gpflow_fastvi.gaussian`).
+
+**What a subclass may override or call.** A model writes its site rule
+(:meth:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel.optimal_site_parameters`,
+:meth:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel.site_rule`, optionally
+:meth:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel.step_rule`). A model whose step is not
+the collapsed one (:class:`~gpflow_fastvi.VIConcave`) overrides :meth:`ClosedFormSteps.closed_form_steps`,
+which :meth:`~ClosedFormSteps.stepped_sites`, :meth:`~ClosedFormSteps.update_sites` and the
+full-data ``training_loss`` call, and builds it from the pieces of a pass:
+:meth:`~ClosedFormSteps.steps_in_memory`, :meth:`~ClosedFormSteps.pass_statistics`,
+:meth:`~ClosedFormSteps.site_statistics` and
+:meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_data`.
+"""
+
+from typing import Any, Callable, Optional, Tuple
+
+import tensorflow as tf
+from gpflow.base import RegressionData
+
+from ..gaussian import (
+    CollapsedBound,
+    collapsed_bound,
+    collapsed_factors,
+    expected_sites,
+    kl_to_prior,
+    map_over_batches,
+    marginals,
+    optimal_q,
+    shift_sites,
+    statistics_from_projection,
+    stored_q,
+    whitened_q,
+)
+from ..types import Sites, SiteStatistics, SteppedSites
+from ..validation import positive_int
+from .natural_step import NaturalGradientStep
+from .protocol import ClosedFormSiteModel, Data, SiteParameters
+
+
+class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
+    """
+    The closed-form steps, the collapsed bound and the held sites of
+    :class:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel`, for any site rule.
+    """
+
+    batch_size: Optional[int]
+    """Accumulate the site statistics over batches of this many points; ``None``: all at once."""
+
+    # ----------------------------------------------------------------------------------------------
+    # The data a step works on.
+
+    def projects_all_at_once(self, data: Data) -> bool:
+        """
+        Whether a step projects all the data at once and keeps the projection for its passes:
+        the data as arrays, no :attr:`batch_size`, and no :attr:`distribute_strategy` sharing
+        the passes among replicas (each of which projects its own rows).
+        """
+        return (
+            self.batch_size is None
+            and not isinstance(data, tf.data.Dataset)
+            and self.pass_strategy() is None
+        )
+
+    def arrays_of(self, data: Data, what: str) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The data as (X, Y) tensors, or an error for a dataset where ``what`` needs arrays."""
+        if isinstance(data, tf.data.Dataset):
+            raise ValueError(
+                f"{what} holds one value per training point, so it needs the data as arrays "
+                "(X, Y), not a tf.data.Dataset. To stream, use fit's default route "
+                "(method='persistent'), which keeps nothing per point."
+            )
+        return data
+
+    # ----------------------------------------------------------------------------------------------
+    # One pass over the data, and closed-form steps.
+
+    def read_site_parameters(
+        self, X: tf.Tensor, Y: tf.Tensor, projection: Any, m: tf.Tensor, R: tf.Tensor
+    ) -> SiteParameters:
+        """
+        The local parameters that are optimal for the marginals, at the points X (whose
+        ``projection`` is given), of q(v) = N(m, R Rᵀ) whitened by the projection's Kmm factor:
+        the sites a closed-form step reads off a q(u). Held fixed: no gradient.
+        """
+        Gmu, Fvar = marginals(
+            tf.stop_gradient(projection.A), tf.stop_gradient(projection.Ktilde_diag), m, R
+        )
+        Fmu = tf.stop_gradient(Gmu + self.mean_function(X))
+        return tuple(tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar))
+
+    def site_statistics(
+        self,
+        X: tf.Tensor,
+        Y: tf.Tensor,
+        projection: Any,
+        rule: Callable[..., Sites],
+        site_parameters: SiteParameters,
+    ) -> SiteStatistics:
+        """The statistics of the sites by ``rule`` with the given local parameters at the points X
+        (whose ``projection`` is given), moved onto the zero-mean process g = f − μ(X)."""
+        sites = shift_sites(rule(X, Y, *site_parameters), self.mean_function(X))
+        return statistics_from_projection(projection, sites)
+
+    def pass_statistics(
+        self,
+        data: Data,
+        L: tf.Tensor,
+        rule: Callable[..., Sites],
+        projection: Optional[Any] = None,
+        q: Optional[Tuple[tf.Tensor, ...]] = None,
+    ) -> SiteStatistics:
+        """
+        One pass (module docstring): the statistics of the sites, by ``rule``, whose local
+        parameters are optimal for the marginals of the stored q(u) (read where it was set,
+        :class:`~gpflow_fastvi.models.q_frame.QFrame`), or of ``q`` = (m, R), q(v) = N(m, R Rᵀ)
+        whitened by ``L``, in batches of :attr:`batch_size`. Differentiable in θ with the local parameters held fixed.
+
+        :param projection: A and diag K̃ of all the data when the caller has them already
+            (without batches, where it saves the projection, the dearest part of a pass).
+        """
+        stored = self.stored_q_at_frame() if q is None else None
+
+        def batch_statistics(
+            X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, *q: tf.Tensor
+        ) -> SiteStatistics:
+            batch_projection = projection if projection is not None else self.projection(X, L)
+            if q:
+                params = self.read_site_parameters(X, Y, batch_projection, *q)
+            else:
+                assert stored is not None  # read above, as q is not given
+                Fmu, Fvar = self.stored_marginals(X, stored, batch_projection)
+                params = tuple(
+                    tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar)
+                )
+            return self.site_statistics(X, Y, batch_projection, rule, params)
+
+        shared = (L,) if q is None else (L, *(tf.stop_gradient(t) for t in q))
+        return self.sum_over_data(batch_statistics, data, shared, self.batch_size)
+
+    def steps_in_memory(self, data: Data, site_parameters: Optional[SiteParameters]) -> bool:
+        """
+        Whether the steps see all the data at once (:meth:`projects_all_at_once`); given
+        ``site_parameters`` (one value per point), they must.
+        """
+        in_memory = self.projects_all_at_once(data)
+        if site_parameters is not None and not in_memory:
+            raise ValueError(
+                "stepped_sites(site_parameters=...) holds one value per point: it needs the data "
+                "as arrays (X, Y), batch_size=None and no tf.distribute strategy."
+            )
+        return in_memory
+
+    def closed_form_steps(
+        self, data: Data, num_updates: int, site_parameters: Optional[SiteParameters] = None
+    ) -> SteppedSites:
+        """
+        :meth:`stepped_sites` on the data: ``num_updates`` passes from the stored q(u) (or from
+        the sites with the given local parameters), sharing one Kmm factor and (without batches)
+        one projection; every pass but the last goes through :meth:`step_rule`, the last through
+        :meth:`site_rule`, whose statistics give the objective and the new q(u).
+        """
+        num_updates = positive_int(num_updates, "num_updates")
+        L = self.Kmm_cholesky()
+        in_memory = self.steps_in_memory(data, site_parameters)
+        projection = self.projection(data[0], L) if in_memory else None
+        q: Optional[Tuple[tf.Tensor, ...]] = None  # the first pass reads the stored q(u)
+        for step in range(num_updates):
+            last = step == num_updates - 1
+            rule = self.site_rule if last else self.step_rule
+            if step == 0 and site_parameters is not None:
+                X, Y = self.arrays_of(data, "site_parameters")
+                params = tuple(tf.stop_gradient(p) for p in site_parameters)
+                stats = self.site_statistics(X, Y, projection, rule, params)
+            else:
+                stats = self.pass_statistics(data, L, rule, projection, q)
+            factors = collapsed_factors(stats)
+            m, R = optimal_q(factors, L, whiten=True)
+            q = (m, R[0])  # the q(v) the next pass reads its sites off
+        q_mu, q_sqrt = stored_q(m, R[0], L, self.whiten)
+        next_parameters: SiteParameters = ()
+        if site_parameters is not None:
+            # The sites of the new q(u), read where it is set: those the next step starts from.
+            X, Y = self.arrays_of(data, "site_parameters")
+            next_parameters = self.read_site_parameters(X, Y, projection, m, R[0])
+        return SteppedSites(
+            objective=collapsed_bound(stats, factors).total,
+            q_mu=tf.stop_gradient(q_mu),
+            q_sqrt=tf.stop_gradient(q_sqrt),
+            site_parameters=next_parameters,
+        )
+
+    def stepped_sites(
+        self,
+        num_updates: int,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[SiteParameters] = None,
+    ) -> SteppedSites:
+        """
+        ``num_updates`` closed-form site steps from the *stored* q(u), each a pass over the data
+        that reads the sites off the current q(u) and forms the optimal q(u) for them, with the
+        objective of the last sites read (the collapsed bound, for which the returned q(u) is
+        optimal). Nothing is assigned (:meth:`adopt` does that), so an optimiser may evaluate it at
+        trial hyperparameters and keep the model at its last accepted state.
+
+        The objective's gradient holds the last sites' local parameters fixed. For a bound
+        maximised over them (VIJJ) that is the gradient of the maximum, by the envelope theorem,
+        as the steps approach the sites' optimum; for Taylor sites it is the gradient at fixed
+        expansion points, as in vi-Taylor's own L-BFGS-B stage.
+
+        :param site_parameters: the local parameters the first step starts from instead of those
+            read off the stored q(u), each [N, 1], for a training loop that keeps them between
+            steps (:func:`~gpflow_fastvi.training.persistent_plan`): reading them off q(u) where
+            it was set (:class:`~gpflow_fastvi.models.q_frame.QFrame`) at a trial θ costs a
+            second projection of the data. Then the result also carries the local parameters read off its own q(u), where the
+            next step starts. Data as arrays and ``batch_size=None`` only.
+        """
+        return self.closed_form_steps(self.training_data(data), num_updates, site_parameters)
+
+    def adopt(self, stepped: SteppedSites) -> None:
+        """Make the q(u) of :meth:`stepped_sites` the model's own."""
+        self.store_q(stepped.q_mu, stepped.q_sqrt)
+
+    def update_sites(
+        self, num_updates: int = 1, *, data: Optional[RegressionData] = None
+    ) -> tf.Tensor:
+        """
+        ``num_updates`` closed-form site steps (:meth:`stepped_sites`), stored; returns the
+        objective of the last sites read, for which the stored q(u) is optimal. For a bound
+        maximised by coordinate ascent (:class:`~gpflow_fastvi.VIJJ`,
+        :class:`~gpflow_fastvi.KLCorrected` with ``e_step="coordinate"``) no step can lower it;
+        for :class:`~gpflow_fastvi.VITaylor`, whose objective moves with its expansion points,
+        and KLCorrected's Newton E-step, the steps are Newton steps and the objective need not
+        rise at each of them. Hyperparameters are left alone.
+        """
+        stepped = self.closed_form_steps(self.training_data(data), num_updates)
+        self.adopt(stepped)
+        return stepped.objective
+
+    # ----------------------------------------------------------------------------------------------
+    # Sites held fixed: the paper's alternating schemes.
+
+    def site_parameters(self, data: Optional[RegressionData] = None) -> SiteParameters:
+        """
+        The sites' local parameters for the stored q(u), each [N, 1], computed batch by batch:
+        what the paper's alternating schemes hold fixed while L-BFGS-B moves θ
+        (:func:`~gpflow_fastvi.training.alternating_plan`). Memory O(N).
+        """
+        X, Y = self.arrays_of(self.training_data(data), "site_parameters")
+        L = self.Kmm_cholesky()
+        stored = self.stored_q_at_frame()
+
+        def batch_parameters(X: tf.Tensor, Y: tf.Tensor) -> SiteParameters:
+            Fmu, Fvar = self.stored_marginals(X, stored, self.projection(X, L))
+            return tuple(self.optimal_site_parameters(X, Y, Fmu, Fvar))
+
+        params = map_over_batches(batch_parameters, (X, Y), self.batch_size)
+        return tuple(tf.stop_gradient(p) for p in params)
+
+    def fixed_site_statistics(
+        self, X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, site_parameters: SiteParameters
+    ) -> SiteStatistics:
+        """The statistics of the sites with the given local parameters (each [N, 1])."""
+
+        def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
+            *params, L = rest
+            return self.site_statistics(X, Y, self.projection(X, L), self.site_rule, tuple(params))
+
+        return self.sum_over_data(batch_statistics, (X, Y, *site_parameters), (L,), self.batch_size)
+
+    def collapsed_bound(
+        self,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[SiteParameters] = None,
+    ) -> CollapsedBound:
+        """
+        The collapsed bound (:mod:`gpflow_fastvi.gaussian.collapsed`) as its named terms, of the
+        sites with the given local parameters, or of the sites read off the stored q(u).
+        """
+        data = self.training_data(data)
+        L = self.Kmm_cholesky()
+        if site_parameters is None:
+            stats = self.pass_statistics(data, L, self.site_rule)
+        else:
+            X, Y = self.arrays_of(data, "site_parameters")
+            stats = self.fixed_site_statistics(X, Y, L, site_parameters)
+        return collapsed_bound(stats, collapsed_factors(stats))
+
+    def update_q(
+        self,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[SiteParameters] = None,
+    ) -> tf.Tensor:
+        """
+        Set q(u) to the closed-form optimum for the sites with the given local parameters (or
+        for the sites read off the stored q(u), one :meth:`update_sites` step) at the current
+        hyperparameters; return their collapsed bound.
+        """
+        if site_parameters is None:
+            return self.update_sites(1, data=data)
+        X, Y = self.arrays_of(self.training_data(data), "site_parameters")
+        L = self.Kmm_cholesky()
+        stats = self.fixed_site_statistics(X, Y, L, site_parameters)
+        factors = collapsed_factors(stats)
+        q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
+        self.store_q(tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt))
+        return collapsed_bound(stats, factors).total
+
+    def objective(
+        self,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[SiteParameters] = None,
+    ) -> tf.Tensor:
+        """
+        The method's own objective (to be maximised): the collapsed bound of the sites read off
+        the stored q(u), or of the sites with the given local parameters. Assigns nothing.
+        """
+        return self.collapsed_bound(data, site_parameters).total
+
+    def sites_elbo(
+        self,
+        data: Optional[RegressionData] = None,
+        site_parameters: Optional[SiteParameters] = None,
+    ) -> tf.Tensor:
+        """
+        The ELBO of the sites at the *stored* q(u), Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL[q(u) ‖ p(u)],
+        with the sites' local parameters given or read off q(u). It equals the collapsed bound
+        of the same sites when q(u) is optimal for them and is below it everywhere else.
+        """
+        data = self.training_data(data)
+        L = self.Kmm_cholesky()
+        m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
+
+        def batch_expectation(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> tf.Tensor:
+            *params, L, m, R = rest
+            A, Ktilde_diag, *_ = self.projection(X, L)
+            Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
+            Fmu = Gmu + self.mean_function(X)
+            if not params:
+                params = [
+                    tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar)
+                ]
+            return tf.reduce_sum(expected_sites(self.site_rule(X, Y, *params), Fmu, Fvar))
+
+        if site_parameters is None:
+            expectation = self.sum_over_data(batch_expectation, data, (L, m, R), self.batch_size)
+        else:
+            tensors = (*self.arrays_of(data, "site_parameters"), *site_parameters)
+            expectation = self.sum_over_data(batch_expectation, tensors, (L, m, R), self.batch_size)
+        return expectation - kl_to_prior(m, R)

@@ -1,0 +1,127 @@
+"""
+:class:`SitePredictions`: what q(u) says at given points — predictions as
+:class:`gpflow.models.SVGP` makes them (through training's factorisation of Kmm), the site
+precisions that weight greedy inducing-input selection, and q(u) carried to new inducing inputs.
+"""
+
+from typing import Any, Optional
+
+import numpy as np
+import tensorflow as tf
+from gpflow.base import InputData, MeanAndVariance, RegressionData
+
+from ..exceptions import InvalidDataError
+from ..gaussian import marginal_covariance, marginals, robust_cholesky, stored_q, whitened_q
+from ..validation import checked_inputs, inducing_inputs
+from .q_frame import QStorage
+
+
+def only_marginals(full_cov: bool, full_output_cov: bool, method: str) -> None:
+    """The error GPflow gives where ``method`` is asked for more than the marginals."""
+    if full_cov or full_output_cov:
+        raise NotImplementedError(
+            f"{method} supports only full_cov=False and full_output_cov=False, as in GPflow."
+        )
+
+
+class SitePredictions(QStorage):
+    """Predictions, site precisions and inducing-input moves, the same for every model."""
+
+    def predict_f(
+        self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> MeanAndVariance:
+        """
+        The mean and variance of f at ``Xnew`` under q(u), as :meth:`gpflow.models.SVGP.predict_f`
+        gives them, from the same factor L = chol(Kmm + jitter) as training
+        (:meth:`Kmm_cholesky`: where GPflow's fixed jitter is not enough, the jitter training
+        escalated to). ``Xnew`` is checked and converted as training inputs are: any real
+        array-like with the inducing inputs' columns, finite.
+        """
+        Xnew = checked_inputs(Xnew, self.inducing_variable)
+        return self.predict_f_at(Xnew, full_cov, full_output_cov)
+
+    def predict_f_at(
+        self, Xnew: tf.Tensor, full_cov: bool = False, full_output_cov: bool = False
+    ) -> MeanAndVariance:
+        """
+        :meth:`predict_f` at inputs already checked (training data, test data): the hook a model
+        whose latent function differs from f̄ overrides (:class:`~gpflow_fastvi.KLCorrected`).
+        """
+        L = self.Kmm_cholesky()
+        m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
+        projection = self.projection(Xnew, L)
+        Gmu, var = marginals(projection.A, projection.Ktilde_diag, m, R)
+        mean = Gmu + self.mean_function(Xnew)
+        if full_cov:
+            Knn = self.kernel(Xnew, full_cov=True)
+            var = marginal_covariance(projection.A, Knn, R)[None]  # [1, N, N]
+            return mean, (var[0][:, None, :, None] if full_output_cov else var)  # [N, 1, N, 1]
+        return mean, (var[:, :, None] if full_output_cov else var)  # [N, 1, 1] or [N, 1]
+
+    def predict_y(
+        self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> MeanAndVariance:
+        """The mean and variance of y at ``Xnew``, as GPflow gives them; ``Xnew`` checked as in :meth:`predict_f`."""
+        only_marginals(full_cov, full_output_cov, "predict_y")
+        Xnew = checked_inputs(Xnew, self.inducing_variable)
+        f_mean, f_var = self.predict_f_at(Xnew)
+        return self.likelihood.predict_mean_and_var(Xnew, f_mean, f_var)
+
+    def predict_log_density(
+        self, data: RegressionData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> tf.Tensor:
+        """
+        log ∫ p(y* | f*) q(f*) df* at test points, as GPflow gives it; the points are checked as
+        training data are (:meth:`checked_data`: labels outside the likelihood's support are an
+        error, not a score).
+        """
+        only_marginals(full_cov, full_output_cov, "predict_log_density")
+        X, Y = self.checked_data(data)
+        f_mean, f_var = self.predict_f_at(X)
+        return self.likelihood.predict_log_density(X, f_mean, f_var, Y)
+
+    # ----------------------------------------------------------------------------------------------
+    # Where the inducing inputs are: greedy selection weighted by the sites, and moving them.
+
+    def site_precisions(self, data: Optional[RegressionData] = None) -> np.ndarray:
+        """
+        The site precisions wᵢ [N] of the points ``data`` = (X, Y) (default: the data the model
+        holds) at the current q(u): how firmly each point's likelihood pins f there. They weight
+        the trace term that :func:`~gpflow_fastvi.greedy_inducing_points` shrinks.
+        """
+        if data is None:
+            data = getattr(self, "data", None)
+            if data is None:
+                raise ValueError(
+                    f"This {type(self).__name__} was built without data: pass (X, Y) to "
+                    "site_precisions."
+                )
+        X, Y = self.checked_data(data)
+        Fmu, Fvar = self.predict_f_at(X)
+        return self.local_sites(X, Y, Fmu, Fvar).w[:, 0].numpy()
+
+    def move_inducing_inputs(self, Z: Any) -> None:
+        """
+        Put the inducing inputs at ``Z`` [M, D] (as many as now) and q(u) at the current posterior
+        of f there, q(f(Z)): the model keeps what it has learnt, as far as the new inputs can carry
+        it, and a closed-form step starts from there.
+        """
+        Z_old = self.inducing_variable.Z
+        Z = tf.constant(inducing_inputs(Z), dtype=Z_old.dtype)
+        if Z.shape != Z_old.shape:
+            raise InvalidDataError(
+                f"Moving the inducing inputs keeps their number and columns, {list(Z_old.shape)}; "
+                f"got {list(Z.shape)}."
+            )
+        L = self.Kmm_cholesky()
+        m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
+        projection = self.projection(Z, L)
+        Gmu, _ = marginals(projection.A, projection.Ktilde_diag, m, R)
+        covariance = marginal_covariance(projection.A, self.kernel(Z), R)
+        self.inducing_variable.Z.assign(Z)
+        L = self.Kmm_cholesky()
+        m = tf.linalg.triangular_solve(L, Gmu, lower=True)
+        LinvS = tf.linalg.triangular_solve(L, covariance, lower=True)
+        S = tf.linalg.triangular_solve(L, tf.transpose(LinvS), lower=True)  # L⁻¹ Σ L⁻ᵀ
+        R = robust_cholesky(0.5 * (S + tf.transpose(S)), what="q(u) at the new inducing inputs")
+        self.store_q(*stored_q(m, R, L, self.whiten))
