@@ -1,8 +1,9 @@
 """Training loops: the model-agnostic :func:`fit`, and the drivers that build the plans it runs."""
 
-from .loops import DRIVERS, Trace, fit, run_plan
+from .loops import DRIVERS, fit
 from .persistent import persistent_plan
 from .plans import LBFGSStage, LogScale, TrainingPlan, alternating_plan
+from .run import Trace, run_plan
 from .svi import NaturalGradientSVI, RobbinsMonro, svi_plan
 
 __all__ = [

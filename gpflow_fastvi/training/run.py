@@ -1,0 +1,314 @@
+"""
+:func:`run_plan`: the loop around a training plan, the same for every model — the outer
+iterations timed and recorded in a :class:`Trace`, the stop (the objective stops changing, an
+iteration cap, a time budget, a held-out set that stops improving), and the model put back to
+its last good state when an iteration fails or is interrupted.
+"""
+
+import re
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+import numpy as np
+import tensorflow as tf
+from tqdm import TqdmWarning
+from tqdm.auto import tqdm
+
+from ..exceptions import CholeskyError
+from ..validation import (
+    check_data,
+    check_input_columns,
+    non_negative_float,
+    positive_int,
+    targets_for_likelihood,
+)
+from .plans import TrainingPlan
+from .snapshot import Snapshot
+
+Callback = Callable[[Any], Optional[Mapping[str, Any]]]
+"""Called with the model after each outer iteration; may return a mapping of extra row entries."""
+
+
+@dataclass(repr=False)
+class Trace:
+    """What :func:`fit` did: one row per outer iteration, and why it stopped."""
+
+    method: str
+    """The training algorithm that ran, e.g. ``"persistent"`` or ``"analytic"`` (vi-JJ)."""
+    rows: List[Dict[str, Any]] = field(default_factory=list)
+    """One dict per outer iteration: ``iteration``, ``time`` (seconds since the start, callback time
+    excluded, graph compilation included), ``objective`` (the model's own objective after the
+    iteration) and whatever the callback returned."""
+    stop_reason: str = ""
+    """``"converged"``, ``"max_iter"``, ``"time_budget"``, ``"validation"`` (the held-out NLL of
+    ``fit(validation=...)`` stopped improving), or the optimiser's own message when it stopped for
+    another reason (e.g. ``"L-BFGS-B: ..."``), or ``"interrupted"`` (Ctrl-C: the model is at the
+    last iteration in ``rows``)."""
+
+    @property
+    def converged(self) -> bool:
+        return self.stop_reason == "converged"
+
+    def __repr__(self) -> str:
+        """One line, however many rows: the route, the rows, why it stopped and where it ended."""
+        end = ""
+        if self.rows:
+            last = self.rows[-1]
+            end = f", objective {last['objective']:.6g} after {last['time']:.3g} s"
+        return (
+            f"Trace(method={self.method!r}, {len(self.rows)} rows, "
+            f"stop_reason={self.stop_reason!r}{end})"
+        )
+
+    def __len__(self) -> int:
+        """The number of rows (outer iterations)."""
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> Dict[str, Any]:
+        """One row, as ``trace.rows[index]``: ``trace[-1]["objective"]`` is where it ended."""
+        return self.rows[index]
+
+    def column(self, key: str) -> np.ndarray:
+        """The values of one key across rows, as an array (NaN where a row lacks it)."""
+        return np.array([row.get(key, np.nan) for row in self.rows], dtype=float)
+
+
+class ValidationStop:
+    """
+    The validation-based stop of :func:`fit`: the held-out mean negative log predictive density
+    after each outer iteration, a copy of the model's variables at the best one so far, and the
+    count of iterations since it.
+    """
+
+    def __init__(self, model: Any, data: Any, patience: int):
+        X, Y = check_data(data)
+        Y = targets_for_likelihood(model.likelihood, Y)
+        check_input_columns(X, model.inducing_variable, "validation inputs")
+        X_held_out, Y_held_out = tf.constant(X), tf.constant(Y)
+        self.model = model
+        self.patience = patience
+        self._nll = tf.function(
+            lambda: -tf.reduce_mean(model.predict_log_density((X_held_out, Y_held_out))),
+            autograph=False,
+        )
+        self.best = np.inf
+        self.since_best = 0
+        self._best_values: Optional[List[np.ndarray]] = None
+
+    def __call__(self) -> float:
+        """Record the current iteration; return its validation NLL."""
+        nll = float(self._nll())
+        if nll < self.best:
+            self.best, self.since_best = nll, 0
+            self._best_values = [v.numpy() for v in self.model.variables]
+        else:
+            self.since_best += 1
+        return nll
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether ``patience`` iterations in a row have not improved on the best."""
+        return self.since_best >= self.patience
+
+    def restore_best(self) -> None:
+        """Put every variable of the model back to its value at the best iteration."""
+        if self._best_values is not None and self.since_best > 0:
+            for variable, value in zip(self.model.variables, self._best_values):
+                variable.assign(value)
+
+
+def run_plan(
+    plan: TrainingPlan,
+    model: Any,
+    *,
+    method: str,
+    max_iter: Optional[int] = None,
+    tol: Optional[float] = None,
+    time_budget: Optional[float] = None,
+    callback: Optional[Callback] = None,
+    progress: bool = False,
+    validation: Optional[ValidationStop] = None,
+) -> Trace:
+    """
+    Run ``plan``'s outer iterations as :func:`~gpflow_fastvi.fit` describes and record them in a
+    :class:`Trace` named ``method``; the arguments are ``fit``'s, ``None`` taking the plan's
+    defaults.
+    """
+    max_iter = positive_int(max_iter, "max_iter", optional=True)
+    tol = non_negative_float(tol, "tol", optional=True)
+    time_budget = non_negative_float(time_budget, "time_budget", optional=True, positive=True)
+    stop = StopRule(
+        max_iter=(
+            (sys.maxsize if time_budget is not None else plan.max_iter)
+            if max_iter is None
+            else max_iter
+        ),
+        tol=plan.tol if tol is None else tol,
+        patience=plan.patience,
+        time_budget=time_budget,
+    )
+    trace = Trace(method=method)
+    bar = _progress_bar(f"{type(model).__name__} ({method})", stop, progress)
+    report = Reporter(model, trace, stop, bar, callback, validation)
+    try:
+        ended = _iterate_restoring(plan, report)
+        if not trace.stop_reason:  # the algorithm ended by itself
+            trace.stop_reason = ended or "converged"
+        if validation is not None:
+            validation.restore_best()
+    finally:
+        bar.close()
+    return trace
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When :func:`run_plan` stops, besides the plan ending by itself."""
+
+    max_iter: int
+    """The most outer iterations."""
+    tol: float
+    """The relative change of the objective that counts as none: |Δ| ≤ tol · max(1, |objective|)."""
+    patience: int
+    """How many such changes in a row are convergence (:attr:`TrainingPlan.patience`)."""
+    time_budget: Optional[float]
+    """Seconds of training (callback time left out), or ``None``."""
+
+
+def _progress_bar(description: str, stop: StopRule, progress: bool) -> Any:
+    """A tqdm bar over the iterations, or over the seconds of a time budget; hidden unless
+    ``progress``."""
+    with warnings.catch_warnings():
+        # In a notebook without ipywidgets tqdm.auto falls back to a text bar, which is all we
+        # want, with a warning that would print a local path into every rendered tutorial.
+        warnings.filterwarnings("ignore", message="IProgress not found", category=TqdmWarning)
+        if stop.time_budget is None:
+            return tqdm(total=stop.max_iter, unit="it", disable=not progress, desc=description)
+        bar = tqdm(total=stop.time_budget, unit="s", disable=not progress, desc=description)
+        bar.bar_format = "{l_bar}{bar}| {n:.1f}/{total:g} s {postfix}"
+        return bar
+
+
+class Reporter:
+    """
+    The ``report(objective)`` a plan calls after each outer iteration: it times the iteration
+    (the callback's time left out), checks that the objective and the model's variables are
+    finite, records a row and a :class:`~gpflow_fastvi.training.snapshot.Snapshot` of the model,
+    calls the callback, moves the progress bar, and says whether to go on (:class:`StopRule`,
+    the validation stop).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        trace: Trace,
+        stop: StopRule,
+        bar: Any,
+        callback: Optional[Callback],
+        validation: Optional[ValidationStop],
+    ):
+        self.model, self.trace, self.stop, self.bar = model, trace, stop, bar
+        self.callback, self.validation = callback, validation
+        self.last_good = Snapshot(model)  # the state the model returns to if an iteration fails
+        self.elapsed = 0.0
+        self.previous: Optional[float] = None  # the last iteration's objective
+        self.small_changes = 0  # iterations in a row whose objective changed by at most tol
+        self.started = time.perf_counter()  # when the current iteration started
+
+    def __call__(self, objective: float) -> bool:
+        validation_nll = None if self.validation is None else self.validation()
+        seconds = time.perf_counter() - self.started
+        self.elapsed += seconds
+        row = self._record(objective, validation_nll)
+        if self.callback is not None:
+            row.update(self.callback(self.model) or {})
+        budget = self.stop.time_budget
+        self.bar.update(1 if budget is None else min(seconds, budget - self.bar.n))
+        self.bar.set_postfix(iteration=row["iteration"], objective=f"{objective:.6g}")
+        self.trace.stop_reason = self._stop_reason(objective, row["iteration"])
+        self.started = time.perf_counter()
+        return not self.trace.stop_reason
+
+    def _record(self, objective: float, validation_nll: Optional[float]) -> Dict[str, Any]:
+        """The iteration's row, appended to the trace, after the finiteness check; the snapshot
+        is taken before the callback, which may change the model."""
+        iteration = len(self.trace.rows) + 1
+        values = self.last_good.read()
+        if not np.isfinite(objective) or not self.last_good.finite(values):
+            raise FloatingPointError(
+                f"The objective became {objective} at iteration {iteration}, or the model's "
+                f"variables stopped being finite; the last finite objective was {self.previous}. "
+                "Check the data for extreme values, or fix hyperparameters that run to 0 or "
+                "infinity (gpflow.set_trainable(..., False), or a prior)."
+            )
+        row: Dict[str, Any] = {"iteration": iteration, "time": self.elapsed, "objective": objective}
+        if validation_nll is not None:
+            row["validation_nll"] = validation_nll
+        self.trace.rows.append(row)
+        self.last_good.values = values
+        return row
+
+    def _stop_reason(self, objective: float, iteration: int) -> str:
+        """Why to stop after this iteration, or ``""`` to go on."""
+        stop, previous = self.stop, self.previous
+        self.previous = objective
+        small = previous is not None and abs(objective - previous) <= stop.tol * max(
+            1.0, abs(objective)
+        )
+        self.small_changes = self.small_changes + 1 if small else 0
+        if self.small_changes >= stop.patience:
+            return "converged"
+        if self.validation is not None and self.validation.exhausted:
+            return "validation"
+        if stop.time_budget is not None and self.elapsed >= stop.time_budget:
+            return "time_budget"
+        if iteration >= stop.max_iter:
+            return "max_iter"
+        return ""
+
+
+def _iterate_restoring(plan: TrainingPlan, report: Reporter) -> Optional[str]:
+    """
+    ``plan.iterate(report)``; if it fails or is interrupted, the model goes back to the last
+    iteration that succeeded (or to where it started), and a failure says so: a failed
+    factorisation as a :class:`~gpflow_fastvi.exceptions.CholeskyError` with the one sentence of
+    TensorFlow's message that says what failed.
+    """
+    trace = report.trace
+    try:
+        return plan.iterate(report)
+    except KeyboardInterrupt:
+        report.last_good.restore()
+        trace.stop_reason = "interrupted"
+        return None
+    except BaseException as error:
+        report.last_good.restore()
+        where = (
+            f"The model was left as it was after iteration {len(trace.rows)}, the last that "
+            "succeeded."
+            if trace.rows
+            else "The model was left as it was before fit."
+        )
+        if isinstance(error, tf.errors.InvalidArgumentError) and "Cholesky" in str(error):
+            raise CholeskyError(f"{cholesky_hint(error.message)} {where}") from None
+        if isinstance(error, FloatingPointError):
+            raise FloatingPointError(f"{error} {where}") from error
+        raise
+
+
+def cholesky_hint(message: str) -> str:
+    """
+    The sentence of a failed factorisation's message that says what failed and why (the checks of
+    :mod:`gpflow_fastvi.gaussian.cholesky`), without the graph trace TensorFlow puts around it.
+    """
+    found = re.search(r"Cholesky factorisation of[^\n]*?(?=: Tensor had|\n|$)", message)
+    if found:
+        return found.group(0).rstrip(".") + "."
+    return (
+        "A Cholesky factorisation failed: a matrix that should be positive definite is not. "
+        "Usual causes: duplicate inducing inputs, a kernel variance or lengthscale that collapsed "
+        "to 0, or extreme values in the data."
+    )
