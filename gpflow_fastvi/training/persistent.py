@@ -39,6 +39,7 @@ import tensorflow as tf
 from gpflow.base import RegressionData
 
 from ..models import ClosedFormSiteModel
+from ..models.protocol import Data
 from ..types import SteppedSites
 from ..validation import positive_int
 from .plans import LBFGSStage, Report, TrainingPlan
@@ -90,62 +91,83 @@ def persistent_plan(
     """
     n_upd = positive_int(n_upd, "n_upd")
     data = model.training_data(data)  # checked and converted once, for every evaluation
-    variables = list(model.trainable_variables)
-    # With the data in memory, the run keeps the local parameters of the last accepted sites (the
-    # model keeps none): a trial θ then starts from them rather than reading them off q(u) where
-    # it was set, which costs a second projection of the data. A stream, or a strategy's
-    # replicas (each projecting its own rows), read them again; so does a model whose step starts
-    # from q(u) itself (steps_from_site_parameters).
-    keeps_sites = model.projects_all_at_once(data) and model.steps_from_site_parameters
     # The starting q(u) is read at the starting θ until the first iterate is accepted, whichever θ
     # L-BFGS-B tries, in memory as streamed.
     model.start_frame_here()
-    accepted_sites = (
-        [tf.Variable(p, trainable=False) for p in model.site_parameters(data)]
-        if keeps_sites and variables
-        else None
-    )
-
-    def loss() -> Tuple[tf.Tensor, SteppedSites]:
-        start = None if accepted_sites is None else tuple(accepted_sites)
-        stepped = model.stepped_sites(n_upd, data, site_parameters=start)
-        return -(stepped.objective + model.log_prior_density()), stepped
-
-    if not variables:  # nothing for L-BFGS-B: closed-form steps only
+    if not list(model.trainable_variables):  # nothing for L-BFGS-B: closed-form steps only
         closed_form = tf.function(
             lambda: model.update_sites(num_updates=n_upd, data=data), autograph=False
         )
         return TrainingPlan.from_step(lambda: float(closed_form()), max_iter=max_iter, tol=tol)
+    run = PersistentRun(model, data, n_upd)
+    return TrainingPlan(iterate=run.iterate, max_iter=max_iter, tol=tol, patience=PATIENCE)
 
-    lbfgs = LBFGSStage(
-        loss, variables, maxfun=None, has_aux=True, parameters=model.trainable_parameters
-    )
 
-    def step_sites(x: Optional[np.ndarray] = None) -> float:
+class PersistentRun:
+    """
+    The state of one persistent run (module docstring): its L-BFGS-B stage, and with the data in
+    memory the local parameters of the last accepted sites, which belong to the run, not to the
+    model.
+    """
+
+    def __init__(self, model: ClosedFormSiteModel, data: Data, n_upd: int):
+        self.model, self.data, self.n_upd = model, data, n_upd
+        # With the data in memory, the run keeps the local parameters of the last accepted sites:
+        # a trial θ then starts from them rather than reading them off q(u) where it was set,
+        # which costs a second projection of the data. A stream, or a strategy's replicas (each
+        # projecting its own rows), read them again; so does a model whose step starts from q(u)
+        # itself (steps_from_site_parameters).
+        keeps_sites = model.projects_all_at_once(data) and model.steps_from_site_parameters
+        self.accepted_sites = (
+            [tf.Variable(p, trainable=False) for p in model.site_parameters(data)]
+            if keeps_sites
+            else None
+        )
+        self.lbfgs = LBFGSStage(
+            self.loss,
+            list(model.trainable_variables),
+            maxfun=None,
+            has_aux=True,
+            parameters=model.trainable_parameters,
+        )
+
+    def loss(self) -> Tuple[tf.Tensor, SteppedSites]:
+        """−(objective + log prior) after ``n_upd`` steps from the last accepted sites, with the
+        stepped sites as L-BFGS-B's auxiliary output."""
+        start = None if self.accepted_sites is None else tuple(self.accepted_sites)
+        stepped = self.model.stepped_sites(self.n_upd, self.data, site_parameters=start)
+        return -(stepped.objective + self.model.log_prior_density()), stepped
+
+    def step_sites(self, x: Optional[np.ndarray] = None) -> float:
         """Adopt the stepped sites at θ = x (the variables' values), from the last evaluation
         when it was at x, which is the usual case: L-BFGS-B accepts the last point it tried."""
+        lbfgs = self.lbfgs
         if x is None or lbfgs.last_x is None or not np.array_equal(x, lbfgs.last_x):
             lbfgs.evaluate()
         stepped: SteppedSites = lbfgs.last_aux
-        model.adopt(stepped)
-        if accepted_sites is not None:
-            for variable, value in zip(accepted_sites, stepped.site_parameters):
+        self.model.adopt(stepped)
+        if self.accepted_sites is not None:
+            for variable, value in zip(self.accepted_sites, stepped.site_parameters):
                 variable.assign(value)
         return float(stepped.objective)
 
-    def warm_start() -> None:
+    def warm_start(self) -> None:
         """Adopt stepped sites at the starting θ until they settle (:data:`WARM_START_TOL`), by
         the compiled evaluation L-BFGS-B uses (no second function to trace)."""
-        previous = step_sites()
+        previous = self.step_sites()
         for _ in range(WARM_START_MAX_STEPS - 1):
-            current = step_sites()
+            current = self.step_sites()
             if abs(current - previous) <= WARM_START_TOL * max(1.0, abs(current)):
                 return
             previous = current
 
-    def iterate(report: Report) -> Optional[str]:
-        if not model.objective_is_bound:
-            warm_start()  # the sites and q(u) of the starting θ
+    def iterate(self, report: Report) -> Optional[str]:
+        """
+        The plan's outer iterations: L-BFGS-B, reporting after each accepted iterate, started
+        again from where it ended by itself until a fresh start takes at most one step.
+        """
+        if not self.model.objective_is_bound:
+            self.warm_start()  # the sites and q(u) of the starting θ
         stopped = False  # whether ``report`` ended the run
         steps = 0
         reported = False  # whether the run has a row yet
@@ -154,14 +176,14 @@ def persistent_plan(
             nonlocal stopped, steps, reported
             steps += 1
             reported = True
-            if not report(step_sites(intermediate.x)):
+            if not report(self.step_sites(intermediate.x)):
                 stopped = True
                 raise StopIteration
 
         restarted = False
         while True:
             steps = 0
-            result = lbfgs(callback=accepted)
+            result = self.lbfgs(callback=accepted)
             # When ``report`` stopped the run, run_plan has its reason already.
             if stopped:
                 return None
@@ -176,10 +198,8 @@ def persistent_plan(
             if steps <= 1:
                 if not reported:
                     reported = True
-                    if not report(step_sites()):
+                    if not report(self.step_sites()):
                         return None
                 if result.success or restarted:
                     return None
             restarted = True
-
-    return TrainingPlan(iterate=iterate, max_iter=max_iter, tol=tol, patience=PATIENCE)
