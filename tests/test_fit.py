@@ -58,11 +58,13 @@ def test_callback_values_join_the_rows_and_their_time_is_not_counted(binary_data
         time.sleep(0.2)
         return {"accuracy": float(np.mean((m.predict_y(X)[0].numpy() > 0.5) == Y))}
 
+    start = time.perf_counter()
     trace = fv.fit(model, max_iter=3, tol=0.0, callback=callback)
+    wall = time.perf_counter() - start
     assert all(0.0 <= row["accuracy"] <= 1.0 for row in trace.rows)
-    assert trace.rows[-1]["time"] < 0.6 + 5.0  # < 3 × 0.2 s of sleeping + generous training time
-    per_iteration = np.diff(trace.column("time"))
-    assert np.all(per_iteration < 0.2)  # a 0.2 s sleep in each iteration would show here
+    # Each row's callback slept 0.2 s inside fit's wall time; none of it is in the recorded time,
+    # however slow the machine.
+    assert trace.rows[-1]["time"] <= wall - 0.2 * len(trace.rows)
 
 
 def test_time_budget_and_tolerance_stop_the_loop(binary_data):
