@@ -7,8 +7,16 @@ after ``pip install ".[docs]"``. The tutorials in ``notebooks/`` (seen here thro
 """
 
 import inspect
+import sys
+from pathlib import Path
 
-import gpflow_fastvi
+# The API page documents modules that live in the repository but not in the installed package
+# (experiments/): put the repository root on the path, for autodoc.
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# Imported after the path is set, so that the package documented is the checkout's.
+import gpflow_fastvi  # noqa: E402
 
 project = "gpflow_fastvi"
 author = "The gpflow_fastvi authors"

@@ -152,8 +152,8 @@ for name, model, seconds in (
 # The two maximise the same objective. In the full run VIConcave ended 2.2 nats higher than
 # SVGP + Scipy, sooner, with the same test figures: its q(u) is the optimum for its kernel at
 # every accepted iterate, so L-BFGS-B only has the few kernel hyperparameters to move. `python -m
-# gpflow_fastvi.benchmarks.concave` times both to SVGP + Scipy's final ELBO (the benchmarks page
-# has the figures).
+# experiments.concave` (in the repository) times both to SVGP + Scipy's final ELBO (the benchmarks
+# page has the figures).
 #
 # A higher ELBO is not always a better predictor. With one lengthscale per input on a large set
 # (ijcnn1: 22 of them, 50,000 points) VIConcave keeps raising the ELBO long after SVGP + Scipy

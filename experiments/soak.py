@@ -2,7 +2,7 @@
 A soak run: many training steps on real data, watching for non-finite values and for memory that
 grows with the number of steps.
 
-``python -m gpflow_fastvi.benchmarks.soak banana`` (or another set of
+``python -m experiments.soak banana`` (or another set of
 :data:`~gpflow_fastvi.datasets.registry.BENCHMARK_SETS`) trains, from the benchmark page's start
 (ARD SE kernel at √D, k-means inducing inputs, the logit link):
 
@@ -26,9 +26,9 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .. import VIJJ, PolyaGammaSVGP, fit, kmeans_inducing_points
-from ..datasets import load_benchmark
-from .harness import make_kernel, make_likelihood
+from gpflow_fastvi import VIJJ, PolyaGammaSVGP, fit, kmeans_inducing_points
+from gpflow_fastvi.benchmarks.harness import make_kernel, make_likelihood
+from gpflow_fastvi.datasets import load_benchmark
 
 
 def resident_memory_mib() -> float:
@@ -126,7 +126,7 @@ def soak(
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m gpflow_fastvi.benchmarks.soak",
+        prog="python -m experiments.soak",
         description="Many training steps on real data: no NaN, no memory growth.",
     )
     parser.add_argument("name", help="a benchmark set, e.g. banana")

@@ -1,7 +1,7 @@
 """
 Seconds per pass over the data against the number of points and of :mod:`tf.distribute` replicas.
 
-``python -m gpflow_fastvi.benchmarks.replicas`` times one compiled closed-form site step of
+``python -m experiments.replicas`` times one compiled closed-form site step of
 :class:`~gpflow_fastvi.VIJJ` built with SVGP's signature (one pass: project the data, read the
 sites off q(u), sum their statistics, form the optimal q(u)) for each n, and one
 :class:`~gpflow_fastvi.NaturalGradientSVI` step of :class:`~gpflow_fastvi.PolyaGammaSVGP` for each
@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .scaling import POINTS_PER_BATCH, synthetic_data
+from gpflow_fastvi.benchmarks.scaling import POINTS_PER_BATCH, synthetic_data
 
 DEFAULT_N = (10_000, 100_000, 1_000_000)
 DEFAULT_M = 100
@@ -73,7 +73,7 @@ def _pass(n: int, m: int, strategy: Optional[Any]) -> Callable[[], float]:
     built in ``strategy``'s scope (if any); returns a call that runs it and waits for it."""
     import tensorflow as tf
 
-    from ..models import VIJJ
+    from gpflow_fastvi import VIJJ
 
     X, Y = synthetic_data(n)
     data = (tf.constant(X), tf.constant(Y))
@@ -88,8 +88,7 @@ def _svi_step(n: int, m: int, batch: int, strategy: Optional[Any]) -> Callable[[
     ``strategy``'s scope (if any); returns a call that runs them and waits for the last."""
     import tensorflow as tf
 
-    from ..models import PolyaGammaSVGP
-    from ..training import NaturalGradientSVI
+    from gpflow_fastvi import NaturalGradientSVI, PolyaGammaSVGP
 
     X, Y = synthetic_data(n)
     rows = (tf.constant(X[:batch]), tf.constant(Y[:batch]))
@@ -142,7 +141,7 @@ def run_replicas(
     import tensorflow as tf
 
     names = configure_devices(devices, max(replicas))
-    from .runs import machine_description
+    from gpflow_fastvi.benchmarks.runs import machine_description
 
     configurations = {"one device": None}
     for count in replicas:
@@ -206,7 +205,7 @@ def markdown_table(result: Dict[str, Any]) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m gpflow_fastvi.benchmarks.replicas", description=__doc__.split("\n\n")[0]
+        prog="python -m experiments.replicas", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
         "--n",

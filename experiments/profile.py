@@ -1,7 +1,7 @@
 """
 Where the time of one training step goes, per model, beside the machine's matmul floor.
 
-``python -m gpflow_fastvi.benchmarks.profile [n] [m]`` (default n = 100,000, m = 100) times, on
+``python -m experiments.profile [n] [m]`` (default n = 100,000, m = 100) times, on
 the synthetic data of :mod:`~gpflow_fastvi.benchmarks.scaling` (D = 10), compiled pieces of one
 evaluation of the persistent route of :class:`~gpflow_fastvi.VIJJ`, :class:`~gpflow_fastvi.VITaylor`
 and :class:`~gpflow_fastvi.KLCorrected` (sparse, logit link, Newton E-steps) — the objective and
@@ -33,8 +33,13 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 
-from .. import VIJJ, KLCorrected, NaturalGradientSVI, PolyaGammaSVGP, VITaylor
-from .scaling import NUM_FEATURES, compiled_seconds, matmul_rate, synthetic_data
+from gpflow_fastvi import VIJJ, KLCorrected, NaturalGradientSVI, PolyaGammaSVGP, VITaylor
+from gpflow_fastvi.benchmarks.scaling import (
+    NUM_FEATURES,
+    compiled_seconds,
+    matmul_rate,
+    synthetic_data,
+)
 
 REPEATS = 7
 BATCH = 100

@@ -1,7 +1,7 @@
 """
 VIConcave measured: time to SVGP + Scipy's ELBO, and the full form against GPflow's VGP models.
 
-``python -m gpflow_fastvi.benchmarks.concave banana`` (or another set of
+``python -m experiments.concave banana`` (or another set of
 :data:`~gpflow_fastvi.datasets.registry.BENCHMARK_SETS`; options below) runs two things.
 
 **Time to the ELBO.** From the benchmark page's start (ARD SE kernel at √D, M fixed k-means
@@ -32,13 +32,13 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 
-from .. import VIConcave, fit, kmeans_inducing_points
-from ..datasets import load_benchmark
-from .baselines import run_svgp_scipy
-from .coordinate import coordinate_ascent
-from .ep import EPClassifier
-from .harness import TrainingClock, make_kernel, make_likelihood
-from .methods import run_data_holding_model
+from gpflow_fastvi import VIConcave, fit, kmeans_inducing_points
+from gpflow_fastvi.benchmarks.baselines import run_svgp_scipy
+from gpflow_fastvi.benchmarks.coordinate import coordinate_ascent
+from gpflow_fastvi.benchmarks.ep import EPClassifier
+from gpflow_fastvi.benchmarks.harness import TrainingClock, make_kernel, make_likelihood
+from gpflow_fastvi.benchmarks.methods import run_data_holding_model
+from gpflow_fastvi.datasets import load_benchmark
 
 Curve = List[Dict[str, Any]]
 
@@ -232,7 +232,7 @@ def _scipy_curve(model: Any, loss: Callable[[], tf.Tensor]) -> Curve:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m gpflow_fastvi.benchmarks.concave",
+        prog="python -m experiments.concave",
         description="VIConcave: time to SVGP + Scipy's ELBO; the full form against VGP.",
     )
     parser.add_argument("name", help="a benchmark set, e.g. banana or ijcnn1")

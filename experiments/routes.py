@@ -1,7 +1,7 @@
 """
 Training routes of the same model side by side, against SVGP + Scipy, in one process.
 
-``python -m gpflow_fastvi.benchmarks.routes banana 30 2`` runs, on a bundled set (``banana`` or
+``python -m experiments.routes banana 30 2`` runs, on a bundled set (``banana`` or
 ``ijcnn1``, seeded 80/20 split, standardised), VIJJ and VITaylor with their ``"analytic"`` and
 ``"persistent"`` routes and GPflow's SVGP + Scipy, each for the time budget (seconds), repeated
 with the order reversed on odd repeats, and prints each method's median time to the target of
@@ -15,12 +15,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import VIJJ, VITaylor, fit, kmeans_inducing_points
-from ..datasets import load_banana, load_ijcnn1, standardise, train_test_split
-from .baselines import run_svgp_scipy
-from .choices import SCIPY_NAME
-from .harness import make_kernel, make_likelihood, metrics_function
-from .result import ACCURACY_TOLERANCE, NLL_TOLERANCE, LearningCurve
+from gpflow_fastvi import VIJJ, VITaylor, fit, kmeans_inducing_points
+from gpflow_fastvi.benchmarks.baselines import run_svgp_scipy
+from gpflow_fastvi.benchmarks.choices import SCIPY_NAME
+from gpflow_fastvi.benchmarks.harness import make_kernel, make_likelihood, metrics_function
+from gpflow_fastvi.benchmarks.result import ACCURACY_TOLERANCE, NLL_TOLERANCE, LearningCurve
+from gpflow_fastvi.datasets import load_banana, load_ijcnn1, standardise, train_test_split
 
 ROUTES: Tuple[Tuple[str, str], ...] = (
     ("VIJJ", "analytic"),

@@ -2,7 +2,7 @@
 The one-line swap, measured: GPflow's own training loops on each model against
 :func:`~gpflow_fastvi.fit`.
 
-``python -m gpflow_fastvi.benchmarks.swap banana`` (or another set of
+``python -m experiments.swap banana`` (or another set of
 :data:`~gpflow_fastvi.datasets.registry.BENCHMARK_SETS`; options below) builds every model with
 SVGP's signature, ``Model(kernel, likelihood, Z, num_data=N)``, from the start of the benchmark
 page (ARD SE kernel at √D, k-means inducing inputs held fixed, the logit link), and trains it
@@ -39,7 +39,7 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 
-from .. import (
+from gpflow_fastvi import (
     VIJJ,
     KLCorrected,
     PolyaGammaSVGP,
@@ -48,9 +48,9 @@ from .. import (
     fit,
     kmeans_inducing_points,
 )
-from ..datasets import load_benchmark
-from .harness import make_kernel, make_likelihood, metrics_function
-from .result import ACCURACY_TOLERANCE, NLL_TOLERANCE
+from gpflow_fastvi.benchmarks.harness import make_kernel, make_likelihood, metrics_function
+from gpflow_fastvi.benchmarks.result import ACCURACY_TOLERANCE, NLL_TOLERANCE
+from gpflow_fastvi.datasets import load_benchmark
 
 MODELS: Dict[str, type] = {
     "VIJJ": VIJJ,
@@ -231,7 +231,7 @@ def markdown(rows: Sequence[LoopResult]) -> List[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m gpflow_fastvi.benchmarks.swap",
+        prog="python -m experiments.swap",
         description="GPflow's own training loops (Scipy, Adam) on each model against fit.",
     )
     parser.add_argument("name", help="a benchmark set, e.g. banana or ijcnn1")
