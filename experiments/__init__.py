@@ -4,6 +4,7 @@ per question, run from the repository root as ``python -m experiments.<name>`` (
 ``experiments/README.md``).
 
 They are research code, kept beside the package rather than in it: the wheel does not install
-them, and nothing in :mod:`gpflow_fastvi` imports them. What they share with the ``gpflow-fastvi`` commands (the start of every
+them, nothing in :mod:`gpflow_fastvi` imports them, and they may import the test references of
+:mod:`tests.references`. What they share with the ``gpflow-fastvi`` commands (the start of every
 run, the baselines, the command-line arguments) comes from :mod:`gpflow_fastvi.benchmarks`.
 """

@@ -18,7 +18,7 @@ alternate the two methods; the medians are reported.
 beside GPflow's VGP + Scipy and EP, all with the probit link (:func:`raetsch_errors`).
 
 **The full form at fixed θ** (``--full N``, on the first N training points): VIConcave's steps
-against the paper's own coordinate-wise algorithm (:mod:`~gpflow_fastvi.benchmarks.coordinate`)
+against the paper's own coordinate-wise algorithm (:mod:`tests.references.coordinate`)
 and GPflow's :class:`~gpflow.models.VGP` and :class:`~gpflow.models.VGPOpperArchambeau` (the
 O(N) parameterisation that is not concave) trained by Scipy on q alone, each timed to the ELBO of
 the best of them, less 10⁻⁶ relative.
@@ -34,11 +34,11 @@ import tensorflow as tf
 
 from gpflow_fastvi import VIConcave, fit, kmeans_inducing_points
 from gpflow_fastvi.benchmarks.baselines import run_svgp_scipy
-from gpflow_fastvi.benchmarks.coordinate import coordinate_ascent
-from gpflow_fastvi.benchmarks.ep import EPClassifier
 from gpflow_fastvi.benchmarks.harness import TrainingClock, make_kernel, make_likelihood
 from gpflow_fastvi.benchmarks.methods import run_data_holding_model
 from gpflow_fastvi.datasets import load_benchmark
+from tests.references.coordinate import coordinate_ascent
+from tests.references.ep import EPClassifier
 
 Curve = List[Dict[str, Any]]
 
@@ -166,7 +166,7 @@ def raetsch_errors(
     """
     The paper's binary comparison, on the sets ``names``, all with the probit link: the full-form
     VIConcave (Z = X) by :func:`~gpflow_fastvi.fit`, GPflow's VGP + Scipy (the same model and
-    objective, L-BFGS-B over q and θ) and EP (:class:`~gpflow_fastvi.benchmarks.ep.EPClassifier`,
+    objective, L-BFGS-B over q and θ) and EP (:class:`~tests.references.ep.EPClassifier`,
     θ trained on EP's log marginal likelihood), each from the benchmark page's kernel, on the
     seeded 80/20 split. Per method: test error in %, mean test NLL, the objective per training
     point (the ELBO; EP's log Z_EP, an estimate of log p(y), not a bound) and the training seconds.
