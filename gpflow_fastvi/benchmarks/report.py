@@ -59,9 +59,9 @@ class Repeat:
     def __init__(self, runs: List[Dict[str, Any]]):
         self.settings: Dict[str, Any] = runs[0]["settings"]
         grid = {
-            adam_learning_rate(run["method"]): run["rows"]
+            rate: run["rows"]
             for run in runs
-            if adam_learning_rate(run["method"]) is not None
+            if (rate := adam_learning_rate(run["method"])) is not None
         }
         self.best_adam_lr: Optional[float] = None
         traces: Dict[str, List[Dict[str, Any]]] = {}

@@ -174,8 +174,9 @@ def run_bench(
         for repeat in range(repeats):
             split = splits[name] if repeat == 0 else load_benchmark(name, data_dir, seed=repeat)
             N = split.X_train.shape[0]
+            m = min(num_inducing, N)
             settings = {
-                "num_inducing": min(num_inducing, N),
+                "num_inducing": m,
                 "time_budget": float(time_budget),
                 "batch_size": batch_size,
                 "n_train": N,
@@ -230,7 +231,7 @@ def run_bench(
             run_comparison(
                 *split,
                 methods=todo,
-                num_inducing=settings["num_inducing"],
+                num_inducing=m,
                 time_budget=time_budget,
                 adam_lr=DEFAULT_ADAM_LR,
                 batch_size=batch_size,

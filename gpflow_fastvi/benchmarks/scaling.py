@@ -88,7 +88,7 @@ def _model(n: int, m: int, seed: int = 0) -> Any:
     X, Y = synthetic_data(n, seed)
     kernel = gpflow.kernels.SquaredExponential(lengthscales=np.sqrt(NUM_FEATURES))
     batch_size = None if n * m <= POINTS_PER_BATCH else max(1, POINTS_PER_BATCH // m)
-    return VIJJ((X, Y), kernel, X[:m].copy(), batch_size=batch_size)
+    return VIJJ(kernel, inducing_variable=X[:m].copy(), data=(X, Y), batch_size=batch_size)
 
 
 def time_update(n: int, m: int, repeats: int = 3) -> Dict[str, float]:
