@@ -16,6 +16,7 @@ or killed run leaves valid JSON for what finished, and running the same command 
 already there.
 """
 
+import argparse
 import json
 import os
 import platform
@@ -243,12 +244,42 @@ def run_bench(
     return results
 
 
+def command(args: argparse.Namespace) -> int:
+    """
+    ``gpflow-fastvi bench``: :func:`run_bench` with the command's arguments. Interrupted, it says
+    that the results file holds every method that finished.
+    """
+    try:
+        run_bench(
+            args.datasets,
+            args.models,
+            out=args.out,
+            num_inducing=args.inducing,
+            time_budget=args.time_budget,
+            repeats=args.repeats,
+            data_dir=args.data_dir,
+            adam_grid=args.adam_grid,
+            batch_size=args.batch_size,
+            progress=args.progress,
+            log=lambda line: print(line, flush=True),
+        )
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            f"{os.path.join(args.out, RESULTS_FILE)} holds every method that finished; run the "
+            "same command again to go on"
+        ) from None
+    path = os.path.join(args.out, RESULTS_FILE)
+    print(f"Wrote {path}; draw it with: gpflow-fastvi plot {args.out}")
+    return 0
+
+
 __all__ = [
     "ADAM_GRID",
     "DEFAULT_ADAM_LR",
     "DEFAULT_DATASETS",
     "MODELS",
     "RESULTS_FILE",
+    "command",
     "load_results",
     "machine_description",
     "run_bench",
