@@ -23,6 +23,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from gpflow_fastvi.benchmarks.arg_types import positive, positive_list, whole_number
+from gpflow_fastvi.benchmarks.cli_args import add_counts, add_repeats
 from gpflow_fastvi.benchmarks.scaling import POINTS_PER_BATCH, synthetic_data
 
 DEFAULT_N = (10_000, 100_000, 1_000_000)
@@ -203,38 +205,49 @@ def markdown_table(result: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def _batch_sizes(text: str) -> Tuple[int, ...]:
+    """``--svi-batches``: comma-separated sizes, or none at all for an empty value."""
+    return positive_list(whole_number)(text) if text else ()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m experiments.replicas``."""
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.replicas", description=__doc__.split("\n\n")[0]
+        prog="python -m experiments.replicas",
+        description="Seconds per pass over the data against the number of points and of replicas.",
     )
+    add_counts(parser, "--n", "points", DEFAULT_N)
     parser.add_argument(
-        "--n",
-        default=",".join(str(n) for n in DEFAULT_N),
-        help="numbers of points, comma-separated",
+        "--m",
+        metavar="M",
+        type=positive(int),
+        default=DEFAULT_M,
+        help=f"inducing inputs, the first m points (default: {DEFAULT_M})",
     )
-    parser.add_argument("--m", type=int, default=DEFAULT_M, help="inducing inputs")
-    parser.add_argument(
-        "--replicas",
-        default=",".join(str(r) for r in DEFAULT_REPLICAS),
-        help="numbers of replicas, comma-separated",
-    )
+    add_counts(parser, "--replicas", "replicas", DEFAULT_REPLICAS)
     parser.add_argument(
         "--svi-batches",
-        default=",".join(str(b) for b in DEFAULT_SVI_BATCHES),
-        help="mini-batch sizes of the SVI steps, comma-separated (none: '')",
+        metavar="LIST",
+        type=_batch_sizes,
+        default=DEFAULT_SVI_BATCHES,
+        help="mini-batch sizes of the SVI steps, comma-separated; '' for none (default: "
+        f"{','.join(map(str, DEFAULT_SVI_BATCHES))})",
     )
-    parser.add_argument("--devices", choices=("cpu", "gpu"), default="cpu")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--json", help="write the result to this file")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--devices",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="the replicas' devices: logical CPU devices or GPUs (default: cpu)",
+    )
+    add_repeats(parser, 5, "timed rounds")
+    parser.add_argument("--json", metavar="FILE", help="write the result to this file")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     result = run_replicas(
-        [int(float(n)) for n in args.n.split(",")],
-        args.m,
-        [int(r) for r in args.replicas.split(",")],
-        args.devices,
-        args.repeats,
-        [int(float(b)) for b in args.svi_batches.split(",") if b],
-        log=print,
+        args.n, args.m, args.replicas, args.devices, args.repeats, args.svi_batches, log=print
     )
     print()
     print(markdown_table(result))
