@@ -57,9 +57,7 @@ def test_each_replica_sums_its_half_of_the_points(two_devices):
     assert two_devices["site_rule_rows"] == [[0, 150], [1, 151]]
 
 
-@pytest.mark.parametrize(
-    "name", ["VIJJ", "VITaylor", "KLCorrected", "PolyaGammaSVGP", "VIConcave"]
-)
+@pytest.mark.parametrize("name", ["VIJJ", "VITaylor", "KLCorrected", "PolyaGammaSVGP", "VIConcave"])
 def test_a_model_built_in_the_scope_agrees_with_one_device(two_devices, name):
     checks = two_devices["models"][name]
     assert checks.pop("distributed_variables")
