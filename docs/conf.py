@@ -7,8 +7,21 @@ after ``pip install ".[docs]"``. The tutorials in ``notebooks/`` (seen here thro
 """
 
 import inspect
+import os
+import sys
+from pathlib import Path
 
-import gpflow_fastvi
+# The API page documents, and the VIConcave tutorial imports, modules that live in the repository
+# but not in the installed package (experiments/, tests/references/). Put the repository root on
+# the path of this process, for autodoc, and in PYTHONPATH, which the kernels that execute the
+# tutorials inherit: myst-nb starts each in the tutorial's own folder (docs/tutorials), whose
+# parent is not the root.
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+
+# Imported after the path is set, so that the package documented is the checkout's.
+import gpflow_fastvi  # noqa: E402
 
 project = "gpflow_fastvi"
 author = "The gpflow_fastvi authors"

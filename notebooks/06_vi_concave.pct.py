@@ -37,7 +37,6 @@ import numpy as np
 import tensorflow as tf
 
 import gpflow_fastvi as fv
-from gpflow_fastvi.benchmarks.coordinate import coordinate_ascent
 from gpflow_fastvi.datasets import load_banana, standardise, train_test_split
 
 QUICK = os.environ.get("GPFLOW_FASTVI_QUICK") == "1"  # set by the test suite: shorter runs
@@ -152,8 +151,8 @@ for name, model, seconds in (
 # The two maximise the same objective. In the full run VIConcave ended 2.2 nats higher than
 # SVGP + Scipy, sooner, with the same test figures: its q(u) is the optimum for its kernel at
 # every accepted iterate, so L-BFGS-B only has the few kernel hyperparameters to move. `python -m
-# gpflow_fastvi.benchmarks.concave` times both to SVGP + Scipy's final ELBO (the benchmarks page
-# has the figures).
+# experiments.concave` (in the repository) times both to SVGP + Scipy's final ELBO (the benchmarks
+# page has the figures).
 #
 # A higher ELBO is not always a better predictor. With one lengthscale per input on a large set
 # (ijcnn1: 22 of them, 50,000 points) VIConcave keeps raising the ELBO long after SVGP + Scipy
@@ -215,12 +214,17 @@ print(f"N = {N_full}: VIConcave (Z = X) ELBO {full_elbo:.6f}, VGP + Scipy {float
 # %% [markdown]
 # The paper's own algorithm for the full GP sweeps over the points one at a time, each update
 # fixing one marginal variance and changing V by a rank-one update, and alternates the sweeps
-# with Newton steps on the mean. It is kept as a NumPy reference in
-# `gpflow_fastvi.benchmarks.coordinate`, and it ends at the same ELBO: the fixed point is the
+# with Newton steps on the mean. It is kept as a NumPy reference of the tests in
+# `tests/references/coordinate.py`, and it ends at the same ELBO: the fixed point is the
 # bound's, whichever way it is reached. (The model's steps, dense products over all N sites at
 # once, got there 4 to 8 times sooner in the benchmarks.)
 
 # %%
+# The reference is in the repository, not in the installed package: this cell needs the
+# repository root on the path. The documentation build (docs/conf.py) and the test suite put it
+# there; by hand, start Jupyter with PYTHONPATH set to the root.
+from tests.references.coordinate import coordinate_ascent
+
 K_small = full.kernel(X_small).numpy() + gpflow.config.default_jitter() * np.eye(N_full)
 sweeps = coordinate_ascent(K_small, 2.0 * Y_small.ravel() - 1.0)
 print(f"the paper's sweeps: ELBO {sweeps.elbos[-1]:.6f} after {len(sweeps.elbos)} sweeps")

@@ -229,7 +229,7 @@ def test_a_diverged_adam_rate_is_never_the_best_and_sets_no_target() -> None:
 
 
 def test_time_to_target_is_the_first_row_at_both_targets() -> None:
-    from gpflow_fastvi.benchmarks.routes import time_to_target
+    from experiments.routes import time_to_target
 
     curve = [
         {"time": 1.0, "test_accuracy": 0.95, "test_nll": 0.30},
@@ -241,7 +241,7 @@ def test_time_to_target_is_the_first_row_at_both_targets() -> None:
 
 
 def test_routes_comparison_runs_every_route_and_the_baseline(banana_split) -> None:
-    from gpflow_fastvi.benchmarks import routes
+    from experiments import routes
 
     X, Y, X_test, Y_test = banana_split
     curves = routes.compare_routes((X[:300], Y[:300], X_test[:200], Y_test[:200]), 0.5, 1)
@@ -253,7 +253,7 @@ def test_routes_comparison_runs_every_route_and_the_baseline(banana_split) -> No
 def test_swap_compares_gpflows_loops_with_fit(banana_split) -> None:
     """On a small problem Scipy on the closure reaches fit's answer (the swap's promise), and the
     table marks a loop beyond the tolerance."""
-    from gpflow_fastvi.benchmarks import swap
+    from experiments import swap
 
     X, Y, X_test, Y_test = banana_split
     rows = swap.compare_loops(
@@ -290,7 +290,7 @@ def test_swap_compares_gpflows_loops_with_fit(banana_split) -> None:
 
 
 def test_soak_runs_report_finite_values_and_the_steps_asked_for(banana_split) -> None:
-    from gpflow_fastvi.benchmarks import soak
+    from experiments import soak
 
     X, Y, _, _ = banana_split
     results = soak.soak(

@@ -270,3 +270,15 @@ def test_inducing_sweep_prints_a_row_per_placement_and_m(capsys) -> None:
 def test_inducing_sweep_refuses_more_inducing_inputs_than_points(capsys) -> None:
     assert main(["inducing", "banana", "--m", "100000", "--placements", "kmeans"]) == 1
     assert "between 1 and the number of data points" in capsys.readouterr().err
+
+
+def test_an_interrupted_bench_says_what_it_kept(tmp_path: Path, monkeypatch, capsys) -> None:
+    from gpflow_fastvi.benchmarks import runs
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runs, "run_bench", interrupted)
+    assert main(["bench", "--datasets", "banana", "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted:" in err and "holds every method that finished" in err

@@ -57,9 +57,7 @@ def test_each_replica_sums_its_half_of_the_points(two_devices):
     assert two_devices["site_rule_rows"] == [[0, 150], [1, 151]]
 
 
-@pytest.mark.parametrize(
-    "name", ["VIJJ", "VITaylor", "KLCorrected", "PolyaGammaSVGP", "VIConcave"]
-)
+@pytest.mark.parametrize("name", ["VIJJ", "VITaylor", "KLCorrected", "PolyaGammaSVGP", "VIConcave"])
 def test_a_model_built_in_the_scope_agrees_with_one_device(two_devices, name):
     checks = two_devices["models"][name]
     assert checks.pop("distributed_variables")
@@ -116,13 +114,14 @@ def test_fit_refuses_a_strategy_that_is_not_one(data):
 
 
 def test_the_replicas_benchmark_times_configurations_that_agree(tmp_path):
-    """``python -m gpflow_fastvi.benchmarks.replicas`` (small): every configuration is timed, and
-    the pass's objective and the SVI steps' last ELBO agree across them."""
+    """``python -m experiments.replicas`` (small): every configuration is timed, and the pass's
+    objective and the SVI steps' last ELBO agree across them."""
     out = tmp_path / "replicas.json"
-    command = [sys.executable, "-m", "gpflow_fastvi.benchmarks.replicas", "--n", "1000"]
+    command = [sys.executable, "-m", "experiments.replicas", "--n", "1000"]
     command += ["--svi-batches", "200", "--repeats", "1", "--json", str(out)]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    subprocess.run(command, check=True, capture_output=True, timeout=300, env=env)
+    root = Path(__file__).parents[1]  # the experiments run from the repository root
+    subprocess.run(command, check=True, capture_output=True, timeout=300, env=env, cwd=root)
     rows = json.loads(out.read_text())["rows"]
     assert [(r["what"], r["configuration"]) for r in rows] == [
         (what, label)

@@ -1,4 +1,4 @@
-"""The EP baseline of the binary comparison (benchmarks.ep): exact where EP is, and consistent."""
+"""The EP baseline of the binary comparison (references.ep): exact where EP is, and consistent."""
 
 import itertools
 
@@ -7,15 +7,14 @@ import numpy as np
 import pytest
 from scipy.special import log_ndtr, roots_hermitenorm
 
-from gpflow_fastvi.benchmarks.ep import (
+from .conftest import make_binary_data
+from .references.ep import (
     EPClassifier,
     _posterior,
     ep_log_marginal_gradient_weights,
     ep_predict,
     ep_probit,
 )
-
-from .conftest import make_binary_data
 
 
 def _kernel_matrix(X, variance=1.5, lengthscale=1.0):

@@ -12,7 +12,7 @@ from gpflow_fastvi.sites.ppa import local_terms, newton_sites, tilted_evidence, 
 from gpflow_fastvi.sites.taylor import taylor_sites
 
 from .conftest import make_binary_data
-from .reference import log_integral_by_quadrature
+from .references.quadrature import log_integral_by_quadrature
 
 
 def _kernel() -> gpflow.kernels.Kernel:

@@ -7,7 +7,8 @@ import matplotlib
 import matplotlib.pyplot
 import pytest
 
-NOTEBOOKS = sorted((pathlib.Path(__file__).parents[1] / "notebooks").glob("*.pct.py"))
+ROOT = pathlib.Path(__file__).parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.pct.py"))
 
 
 @pytest.mark.notebooks
@@ -15,6 +16,9 @@ NOTEBOOKS = sorted((pathlib.Path(__file__).parents[1] / "notebooks").glob("*.pct
 def test_notebook_runs(path, monkeypatch):
     matplotlib.use("Agg")
     monkeypatch.setenv("GPFLOW_FASTVI_QUICK", "1")
+    # A tutorial may import a test reference (tests.references), as in the documentation build,
+    # which puts the repository root on the path too (docs/conf.py).
+    monkeypatch.syspath_prepend(str(ROOT))
     runpy.run_path(str(path), run_name="__main__")  # raises if any cell fails
     figures = matplotlib.pyplot.get_fignums()
     matplotlib.pyplot.close("all")

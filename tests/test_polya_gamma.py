@@ -9,7 +9,7 @@ import gpflow_fastvi as fv
 from gpflow_fastvi.sites import jj_sites, pg_kl, pg_mean, pg_optimal_c, pg_sites
 
 from .conftest import make_binary_data
-from .reference import log_marginal_likelihood_by_quadrature
+from .references.quadrature import log_marginal_likelihood_by_quadrature
 
 LOGIT = dict(invlink=tf.sigmoid)
 

@@ -6,11 +6,11 @@ import pytest
 import tensorflow as tf
 
 import gpflow_fastvi as fv
-from gpflow_fastvi.benchmarks.coordinate import coordinate_ascent, expected_log_density
 from gpflow_fastvi.models import vi_concave
 from gpflow_fastvi.sites import expectation_sites
 
 from .conftest import make_binary_data
+from .references.coordinate import coordinate_ascent, expected_log_density
 
 LOGIT = dict(invlink=tf.sigmoid)
 

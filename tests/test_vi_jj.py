@@ -9,7 +9,7 @@ from scipy import integrate, stats
 import gpflow_fastvi as fv
 from gpflow_fastvi.exceptions import IncompatibleLikelihoodError, InvalidDataError
 
-from .reference import log_marginal_likelihood_by_quadrature
+from .references.quadrature import log_marginal_likelihood_by_quadrature
 
 
 def make_vijj(data, M=10, **kwargs):

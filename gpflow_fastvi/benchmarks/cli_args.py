@@ -1,17 +1,28 @@
 """
-The command-line arguments of the benchmark jobs: for each ``gpflow-fastvi`` sub-command, a function
-that adds its parser (called by :func:`gpflow_fastvi.cli.build_parser`), and the argument types
-they share.
+The command-line arguments of the benchmark jobs: one function per argument that several commands
+take, and per ``gpflow-fastvi`` sub-command a function that adds its parser (called by
+:func:`gpflow_fastvi.cli.build_parser`). The scripts of ``experiments/`` take the arguments they
+share with the commands from here too.
 
-Only the standard library is imported, and the choices and defaults come from
-:mod:`gpflow_fastvi.benchmarks.choices`, so that ``gpflow-fastvi --help`` answers without loading
-NumPy or TensorFlow.
+Each argument's flags, metavar and type are written once, in its function; what differs between
+the commands that take it (the default, what it applies to) is a parameter. The types are those of
+:mod:`gpflow_fastvi.benchmarks.arg_types`, the choices and defaults those of
+:mod:`gpflow_fastvi.benchmarks.choices`; neither loads TensorFlow, so that ``gpflow-fastvi --help``
+answers at once.
 """
 
 import argparse
-import os
-from typing import Any, Callable, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
+from .arg_types import (
+    choice_list,
+    format_number,
+    format_numbers,
+    fraction,
+    positive,
+    positive_list,
+    whole_number,
+)
 from .choices import (
     ADAM_GRID,
     ALL_METHODS,
@@ -45,90 +56,172 @@ from .choices import (
     TIME_BUDGET,
 )
 
-# --------------------------------------------------------------------------------------------------
-# Argument types
-# --------------------------------------------------------------------------------------------------
-
-
-def positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
-    """A parser of one positive value of ``kind`` (int or float), named after ``kind``."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-        return value
-
-    parse.__name__ = kind.__name__
-    return parse
-
-
-def fraction(text: str) -> float:
-    """Parse a number strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {text}")
-    return value
-
-
-def choice_list(choices: Tuple[str, ...], what: str) -> Callable[[str], Tuple[str, ...]]:
-    """
-    A parser of comma-separated names from ``choices``: any case, spaces around commas ignored,
-    repeats dropped, in the order given; or ``all`` for every choice.
-    """
-    by_lower = {choice.lower(): choice for choice in choices}
-
-    def parse(text: str) -> Tuple[str, ...]:
-        parts = [part.strip() for part in text.split(",")]
-        if [part.lower() for part in parts] == ["all"]:
-            return choices
-        unknown = [part for part in parts if part.lower() not in by_lower]
-        if unknown:
-            raise argparse.ArgumentTypeError(
-                f"unknown {what} {', '.join(map(repr, unknown))}; choose from "
-                f"{', '.join(map(repr, choices))}, or 'all'"
-            )
-        return tuple(dict.fromkeys(by_lower[part.lower()] for part in parts))
-
-    return parse
-
-
-def positive_list(kind: Callable[[str], Any]) -> Callable[[str], Tuple[Any, ...]]:
-    """A parser of comma-separated positive values of ``kind`` (int or float)."""
-    parse_one = positive(kind)
-
-    def parse(text: str) -> Tuple[Any, ...]:
-        return tuple(parse_one(part) for part in text.split(","))
-
-    return parse
-
-
 parse_methods = choice_list(ALL_METHODS, "method(s)")
-"""The ``--methods`` value of ``compare``: see :func:`choice_list`."""
+"""The ``--methods`` value of ``compare``: see :func:`~gpflow_fastvi.benchmarks.arg_types.choice_list`."""
+
+# --------------------------------------------------------------------------------------------------
+# Arguments that several commands take
+# --------------------------------------------------------------------------------------------------
 
 
-def _number(value: float) -> str:
-    """``value`` as the help texts show it: ``1000000``, ``60``, ``0.01``, ``1e-8``."""
-    if isinstance(value, int):
-        return str(value)
-    mantissa, e, exponent = f"{value:g}".partition("e")
-    return mantissa + (f"e{int(exponent)}" if e else "")
+def add_benchmark_set(
+    parser: argparse.ArgumentParser, choices: Tuple[str, ...] = BENCH_SET_NAMES
+) -> None:
+    """The positional ``name``: one set of :data:`~gpflow_fastvi.datasets.BENCHMARK_SETS`."""
+    parser.add_argument(
+        "name", metavar="SET", choices=choices, help=f"the benchmark set: {', '.join(choices)}"
+    )
 
 
-def _numbers(values: Sequence[float]) -> str:
-    """``values`` as the help texts show a list of them: ``0.001,0.01,0.1``."""
-    return ",".join(map(_number, values))
+def add_data_dir(parser: argparse.ArgumentParser) -> None:
+    """``--data-dir``: the folder of the benchmark files (``data_dir`` of
+    :func:`~gpflow_fastvi.datasets.load_benchmark`); None reads ``$GPFLOW_FASTVI_DATA``."""
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        default=None,
+        help=f"directory holding the benchmark files (default: ${DATA_DIR_VARIABLE}); banana "
+        "needs none",
+    )
+
+
+def add_name_list(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    choices: Tuple[str, ...],
+    what: str,
+    default: Tuple[str, ...],
+) -> None:
+    """``flag``: comma-separated names from ``choices``, or ``all``
+    (:func:`~gpflow_fastvi.benchmarks.arg_types.choice_list`); ``what`` names them in errors."""
+    quoted = ", quoted," if any(" " in choice for choice in choices) else ""
+    shown = "all" if default == choices else ",".join(default)
+    parser.add_argument(
+        flag,
+        metavar="LIST",
+        type=choice_list(choices, what),
+        default=default,
+        help=f"comma-separated{quoted} from {', '.join(choices)}; or 'all' (default: {shown})",
+    )
+
+
+def add_datasets(
+    parser: argparse.ArgumentParser, choices: Tuple[str, ...], default: Tuple[str, ...]
+) -> None:
+    """``--datasets``: the sets to run, from ``choices``."""
+    add_name_list(parser, "--datasets", choices, "data set(s)", default)
+
+
+def add_models(parser: argparse.ArgumentParser, choices: Tuple[str, ...]) -> None:
+    """``--models``: the models (and baselines) to run, from ``choices``, all by default."""
+    add_name_list(parser, "--models", choices, "model(s)", choices)
+
+
+def add_inducing(
+    parser: argparse.ArgumentParser, default: int, *, aliases: Sequence[str] = ()
+) -> None:
+    """
+    ``--inducing``: M, the number of inducing inputs, placed at k-means centres and held fixed.
+    ``aliases`` are other spellings of the flag, for the scripts that have always taken them.
+    """
+    parser.add_argument(
+        "--inducing",
+        *aliases,
+        metavar="M",
+        type=positive(int),
+        default=default,
+        help=f"number of inducing inputs, fixed at k-means centres (default: {default})",
+    )
+
+
+def add_counts(parser: argparse.ArgumentParser, flag: str, of: str, default: Sequence[int]) -> None:
+    """``flag``: the numbers ``of`` points, inducing inputs, ... to run at, comma-separated."""
+    parser.add_argument(
+        flag,
+        metavar="LIST",
+        type=positive_list(whole_number),
+        default=tuple(default),
+        help=f"numbers of {of}, comma-separated (default: {format_numbers(default)})",
+    )
+
+
+def add_time_budget(
+    parser: argparse.ArgumentParser, default: Optional[float], per: str, note: str = ""
+) -> None:
+    """``--time-budget``: the training seconds ``per`` run, method, ...; ``default`` None for no
+    budget. ``note`` follows the default in the help."""
+    parser.add_argument(
+        "--time-budget",
+        metavar="S",
+        type=positive(float),
+        default=default,
+        help=f"training seconds {per} (default: {format_number(default)}{note})",
+    )
+
+
+def add_repeats(parser: argparse.ArgumentParser, default: int, what: str) -> None:
+    """``--repeats``: how many times each measurement is made, ``what`` the repeats are."""
+    parser.add_argument(
+        "--repeats",
+        metavar="R",
+        type=positive(int),
+        default=default,
+        help=f"{what} (default: {default})",
+    )
+
+
+def add_batch_size(
+    parser: argparse.ArgumentParser, default: int, of: str, *, aliases: Sequence[str] = ()
+) -> None:
+    """``--batch-size``: the mini-batch size ``of`` the stochastic method(s); ``aliases`` as in
+    :func:`add_inducing`."""
+    parser.add_argument(
+        "--batch-size",
+        *aliases,
+        metavar="B",
+        type=positive(int),
+        default=default,
+        help=f"mini-batch size of {of} (default: {default})",
+    )
+
+
+def add_adam_lr(
+    parser: argparse.ArgumentParser, default: float, of: str, *, aliases: Sequence[str] = ()
+) -> None:
+    """``--adam-lr``: Adam's learning rate in the methods that use it (``of``: which, how);
+    ``aliases`` as in :func:`add_inducing`."""
+    parser.add_argument(
+        "--adam-lr",
+        *aliases,
+        metavar="LR",
+        type=positive(float),
+        default=default,
+        help=f"Adam's learning rate {of} (default: {format_number(default)})",
+    )
+
+
+def add_seed(parser: argparse.ArgumentParser, of: str) -> None:
+    """``--seed``: the seed ``of`` what is random in a run, 0 by default."""
+    parser.add_argument("--seed", type=int, default=0, help=f"seed of {of} (default: 0)")
+
+
+def add_out(parser: argparse.ArgumentParser, default: str, files: str) -> None:
+    """``--out``: the folder the job writes ``files`` to."""
+    parser.add_argument(
+        "--out", metavar="DIR", default=default, help=f"folder for {files} (default: {default})"
+    )
+
+
+def add_progress(parser: argparse.ArgumentParser) -> None:
+    """``--progress``: show a progress bar per method."""
+    parser.add_argument("--progress", action="store_true", help="show a progress bar per method")
 
 
 # --------------------------------------------------------------------------------------------------
 # The sub-commands
 # --------------------------------------------------------------------------------------------------
+
+_OWN_DEFAULT = "PolyaGammaSVGP runs with its own default"
 
 
 def add_compare_command(commands: Any) -> None:
@@ -141,10 +234,10 @@ def add_compare_command(commands: Any) -> None:
             "methods chosen with --methods, from the same start for the same wall-clock budget "
             "each; print final test accuracy, test NLL, ELBO, time to target and the time ratios "
             "of the fast methods against the SVGP baselines, and write comparison.png and "
-            "comparison.json. Data files "
-            "may be CSV/dense text or LIBSVM (optionally gzip/bzip2/xz compressed); any two label "
-            "values are accepted, the larger one being the positive class. Features are "
-            "standardised with the training part's mean and standard deviation."
+            "comparison.json. Data files may be CSV/dense text or LIBSVM (optionally "
+            "gzip/bzip2/xz compressed); any two label values are accepted, the larger one being "
+            "the positive class. Features are standardised with the training part's mean and "
+            "standard deviation."
         ),
     )
     compare.add_argument(
@@ -169,70 +262,28 @@ def add_compare_command(commands: Any) -> None:
         metavar="LIST",
         type=parse_methods,
         default=DEFAULT_METHODS,
-        help=(
-            "comma-separated methods to run, in this order, from: "
-            + ", ".join(ALL_METHODS)
-            + "; or 'all'. Quote the list, as the names hold spaces (default: "
-            + ",".join(DEFAULT_METHODS)
-            + ")"
-        ),
+        help=f"comma-separated methods to run, in this order, from: {', '.join(ALL_METHODS)}; "
+        f"or 'all'. Quote the list, as the names hold spaces (default: {','.join(DEFAULT_METHODS)})",
     )
-    compare.add_argument(
-        "--inducing",
-        metavar="M",
-        type=positive(int),
-        default=COMPARE_INDUCING,
-        help=f"number of inducing points, fixed at k-means centres (default: {COMPARE_INDUCING})",
+    add_inducing(compare, COMPARE_INDUCING)
+    add_time_budget(compare, TIME_BUDGET, "per method")
+    add_batch_size(compare, BATCH_SIZE, f"SVGP + Adam and SVGP + NatGrad + Adam; {_OWN_DEFAULT}")
+    add_adam_lr(
+        compare,
+        DEFAULT_ADAM_LR,
+        f"in SVGP + Adam, and for the hyperparameters in SVGP + NatGrad + Adam; {_OWN_DEFAULT}",
     )
-    compare.add_argument(
-        "--time-budget",
-        metavar="S",
-        type=positive(float),
-        default=TIME_BUDGET,
-        help=f"training seconds per method (default: {_number(TIME_BUDGET)})",
-    )
-    compare.add_argument(
-        "--batch-size",
-        metavar="B",
-        type=positive(int),
-        default=BATCH_SIZE,
-        help=(
-            "mini-batch size of SVGP + Adam and SVGP + NatGrad + Adam; PolyaGammaSVGP runs with "
-            f"its own default (default: {BATCH_SIZE})"
-        ),
-    )
-    compare.add_argument(
-        "--adam-lr",
-        metavar="LR",
-        type=positive(float),
-        default=DEFAULT_ADAM_LR,
-        help=(
-            "Adam's learning rate in SVGP + Adam, and for the hyperparameters in "
-            "SVGP + NatGrad + Adam; PolyaGammaSVGP runs with its own default "
-            f"(default: {_number(DEFAULT_ADAM_LR)})"
-        ),
-    )
-    compare.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of the split, k-means and mini-batches (default: 0)",
-    )
+    add_seed(compare, "the split, k-means and mini-batches")
     compare.add_argument(
         "--test-fraction",
         metavar="F",
         type=fraction,
         default=TEST_FRACTION,
         help="share of the data held out for testing when no --test is given (default: "
-        f"{_number(TEST_FRACTION)})",
+        f"{format_number(TEST_FRACTION)})",
     )
-    compare.add_argument(
-        "--out",
-        metavar="DIR",
-        default=COMPARE_OUT,
-        help=f"folder for comparison.png and comparison.json (default: {COMPARE_OUT})",
-    )
-    compare.add_argument("--progress", action="store_true", help="show a progress bar per method")
+    add_out(compare, COMPARE_OUT, "comparison.png and comparison.json")
+    add_progress(compare)
 
 
 def add_kl_correction_command(commands: Any) -> None:
@@ -241,29 +292,17 @@ def add_kl_correction_command(commands: Any) -> None:
         "kl-correction",
         help="reproduce King & Lawrence: EM with the KL-corrected bound against the standard bound",
         description=(
-            "Train KLCorrected (full GP, probit, RBF + bias + white kernel) with bound='kl_corrected' and "
-            "with bound='standard' from the same start to the same tolerance, on Rätsch's "
-            "benchmark sets, and report EM iterations, seconds and test error beside the paper's "
-            "Table 1. Writes results.json (after every run), table.md and figure2_<set>.png. "
-            "Banana's first split is realisation 1, shipped with the package; the other sets are "
-            "read from raetsch_bsvm/ under --data-dir and split at random."
+            "Train KLCorrected (full GP, probit, RBF + bias + white kernel) with "
+            "bound='kl_corrected' and with bound='standard' from the same start to the same "
+            "tolerance, on Rätsch's benchmark sets, and report EM iterations, seconds and test "
+            "error beside the paper's Table 1. Writes results.json (after every run), table.md "
+            "and figure2_<set>.png. Banana's first split is realisation 1, shipped with the "
+            "package; the other sets are read from raetsch_bsvm/ under --data-dir and split at "
+            "random."
         ),
     )
-    klc.add_argument(
-        "--datasets",
-        metavar="LIST",
-        type=choice_list(RAETSCH_NAMES, "data set(s)"),
-        default=("banana",),
-        help=f"comma-separated sets from {', '.join(RAETSCH_NAMES)}, or 'all' (default: banana)",
-    )
-    klc.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        default=os.environ.get(DATA_DIR_VARIABLE),
-        help=(
-            f"directory holding raetsch_bsvm/ (default: ${DATA_DIR_VARIABLE}); banana needs none"
-        ),
-    )
+    add_datasets(klc, RAETSCH_NAMES, ("banana",))
+    add_data_dir(klc)
     klc.add_argument(
         "--splits", metavar="K", type=positive(int), default=1, help="splits per set (default: 1)"
     )
@@ -273,7 +312,7 @@ def add_kl_correction_command(commands: Any) -> None:
         type=positive(float),
         default=KL_CORRECTION_TOL,
         help="stop when the bound changes by less than T relative to its size (default: "
-        f"{_number(KL_CORRECTION_TOL)})",
+        f"{format_number(KL_CORRECTION_TOL)})",
     )
     klc.add_argument(
         "--max-iter",
@@ -289,19 +328,8 @@ def add_kl_correction_command(commands: Any) -> None:
         default=KL_CORRECTION_MAXFUN,
         help=f"L-BFGS-B evaluations per M-step (default: {KL_CORRECTION_MAXFUN})",
     )
-    klc.add_argument(
-        "--time-budget",
-        metavar="S",
-        type=positive(float),
-        default=None,
-        help="cap on training seconds per run (default: none)",
-    )
-    klc.add_argument(
-        "--out",
-        metavar="DIR",
-        default=KL_CORRECTION_OUT,
-        help=f"output folder (default: {KL_CORRECTION_OUT})",
-    )
+    add_time_budget(klc, None, "per run at most")
+    add_out(klc, KL_CORRECTION_OUT, "the results, table and figures")
 
 
 def add_bench_commands(commands: Any) -> None:
@@ -320,69 +348,23 @@ def add_bench_commands(commands: Any) -> None:
             "nothing is downloaded. Draw the results with `gpflow-fastvi plot DIR`."
         ),
     )
-    bench.add_argument(
-        "--datasets",
-        metavar="LIST",
-        type=choice_list(BENCH_SET_NAMES, "data set(s)"),
-        default=BENCH_DEFAULT_SETS,
-        help=f"comma-separated sets from {', '.join(BENCH_SET_NAMES)}, or 'all' (default: "
-        f"{','.join(BENCH_DEFAULT_SETS)})",
-    )
-    bench.add_argument(
-        "--models",
-        metavar="LIST",
-        type=choice_list(BENCH_MODELS, "model(s)"),
-        default=BENCH_MODELS,
-        help=f"comma-separated, quoted, from {', '.join(BENCH_MODELS)}; or 'all' (default: all)",
-    )
-    bench.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        default=None,
-        help=f"directory holding the benchmark files (default: ${DATA_DIR_VARIABLE}); banana "
-        "needs none",
-    )
-    bench.add_argument(
-        "--inducing",
-        metavar="M",
-        type=positive(int),
-        default=BENCH_INDUCING,
-        help=f"inducing inputs, fixed at k-means centres (default: {BENCH_INDUCING})",
-    )
-    bench.add_argument(
-        "--time-budget",
-        metavar="S",
-        type=positive(float),
-        default=TIME_BUDGET,
-        help=f"training seconds per method and run (default: {_number(TIME_BUDGET)})",
-    )
-    bench.add_argument(
-        "--repeats",
-        metavar="R",
-        type=positive(int),
-        default=1,
-        help="runs per set, seeds 0..R-1 (split, k-means, mini-batches) (default: 1)",
-    )
+    add_datasets(bench, BENCH_SET_NAMES, BENCH_DEFAULT_SETS)
+    add_models(bench, BENCH_MODELS)
+    add_data_dir(bench)
+    add_inducing(bench, BENCH_INDUCING)
+    add_time_budget(bench, TIME_BUDGET, "per method and run")
+    add_repeats(bench, 1, "runs per set, seeds 0..R-1 (split, k-means, mini-batches)")
     bench.add_argument(
         "--adam-grid",
         metavar="LRS",
         type=positive_list(float),
         default=ADAM_GRID,
-        help=f"SVGP + Adam's learning rates; {_number(DEFAULT_ADAM_LR)} is always added (default: "
-        f"{_numbers(ADAM_GRID)})",
+        help=f"SVGP + Adam's learning rates; {format_number(DEFAULT_ADAM_LR)} is always added (default: "
+        f"{format_numbers(ADAM_GRID)})",
     )
-    bench.add_argument(
-        "--batch-size",
-        metavar="B",
-        type=positive(int),
-        default=BATCH_SIZE,
-        help=(
-            "mini-batch size of the SVGP mini-batch baselines; PolyaGammaSVGP runs with its own "
-            f"default (default: {BATCH_SIZE})"
-        ),
-    )
-    bench.add_argument("--out", metavar="DIR", default=BENCH_OUT, help=f"(default: {BENCH_OUT})")
-    bench.add_argument("--progress", action="store_true", help="show a progress bar per method")
+    add_batch_size(bench, BATCH_SIZE, f"the SVGP mini-batch baselines; {_OWN_DEFAULT}")
+    add_out(bench, BENCH_OUT, "results.json")
+    add_progress(bench)
 
     plot = commands.add_parser(
         "plot",
@@ -404,44 +386,24 @@ def add_bench_commands(commands: Any) -> None:
             "measured float64 matmul rate). Writes scaling.json, scaling.md and scaling.png."
         ),
     )
+    add_counts(scaling, "--n", "points", SCALING_N)
+    add_counts(scaling, "--m", "inducing inputs", SCALING_M)
     scaling.add_argument(
-        "--n",
-        metavar="LIST",
-        type=positive_list(int),
-        default=SCALING_N,
-        help=f"numbers of points (default: {_numbers(SCALING_N)})",
-    )
-    scaling.add_argument(
-        "--m",
-        metavar="LIST",
-        type=positive_list(int),
-        default=SCALING_M,
-        help=f"numbers of inducing inputs (default: {_numbers(SCALING_M)})",
-    )
-    scaling.add_argument("--fixed-m", metavar="M", type=positive(int), default=SCALING_FIXED_M)
-    scaling.add_argument("--fixed-n", metavar="N", type=positive(int), default=SCALING_FIXED_N)
-    scaling.add_argument(
-        "--repeats",
-        metavar="R",
+        "--fixed-m",
+        metavar="M",
         type=positive(int),
-        default=SCALING_REPEATS,
-        help=f"timed calls (default: {SCALING_REPEATS})",
+        default=SCALING_FIXED_M,
+        help=f"m while n varies (default: {SCALING_FIXED_M})",
     )
     scaling.add_argument(
-        "--out", metavar="DIR", default=SCALING_OUT, help=f"(default: {SCALING_OUT})"
+        "--fixed-n",
+        metavar="N",
+        type=positive(int),
+        default=SCALING_FIXED_N,
+        help=f"n while m varies (default: {SCALING_FIXED_N})",
     )
-
-
-__all__ = [
-    "add_bench_commands",
-    "add_compare_command",
-    "add_kl_correction_command",
-    "choice_list",
-    "fraction",
-    "parse_methods",
-    "positive",
-    "positive_list",
-]
+    add_repeats(scaling, SCALING_REPEATS, "timed calls")
+    add_out(scaling, SCALING_OUT, "scaling.json, scaling.md and scaling.png")
 
 
 def add_inducing_command(commands: Any) -> argparse.ArgumentParser:
@@ -463,21 +425,9 @@ def add_inducing_command(commands: Any) -> argparse.ArgumentParser:
 
 def add_inducing_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``inducing`` (also ``python -m gpflow_fastvi.benchmarks.inducing``)."""
-    parser.add_argument("name", choices=BENCH_SET_NAMES, help="the benchmark set")
-    parser.add_argument(
-        "--m",
-        metavar="LIST",
-        type=positive_list(int),
-        default=INDUCING_M,
-        help=f"numbers of inducing inputs (default: {_numbers(INDUCING_M)})",
-    )
-    parser.add_argument(
-        "--placements",
-        metavar="LIST",
-        type=choice_list(PLACEMENTS, "placement(s)"),
-        default=PLACEMENTS,
-        help=f"comma-separated, quoted, from {', '.join(PLACEMENTS)}; or 'all' (default: all)",
-    )
+    add_benchmark_set(parser)
+    add_counts(parser, "--m", "inducing inputs", INDUCING_M)
+    add_name_list(parser, "--placements", PLACEMENTS, "placement(s)", PLACEMENTS)
     parser.add_argument(
         "--working-set",
         metavar="J",
@@ -492,17 +442,6 @@ def add_inducing_arguments(parser: argparse.ArgumentParser) -> None:
         default=INDUCING_ROUNDS,
         help=f"selections of 'greedy rounds' (default: {INDUCING_ROUNDS})",
     )
-    parser.add_argument(
-        "--time-budget",
-        metavar="S",
-        type=positive(float),
-        default=None,
-        help="training seconds per fit (default: none, fit to convergence)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="split, random rows, k-means, draws")
-    parser.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        default=None,
-        help=f"directory holding the benchmark files (default: ${DATA_DIR_VARIABLE})",
-    )
+    add_time_budget(parser, None, "per fit", note=", fit to convergence")
+    add_seed(parser, "the split, the random rows, k-means and the greedy draws")
+    add_data_dir(parser)

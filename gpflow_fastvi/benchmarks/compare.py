@@ -12,6 +12,8 @@ the methods and :mod:`gpflow_fastvi.benchmarks.baselines` for the SVGP baselines
 TensorFlow and GPflow are imported with this module; keep it out of ``gpflow_fastvi/__init__.py``.
 """
 
+import argparse
+import os
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import gpflow
@@ -194,4 +196,77 @@ def run_comparison(
     return ComparisonResult(traces=traces, settings=settings)
 
 
-__all__ = ["check_methods", "run_comparison"]
+# --------------------------------------------------------------------------------------------------
+# ``gpflow-fastvi compare``
+# --------------------------------------------------------------------------------------------------
+
+
+def load_data(args: argparse.Namespace) -> Tuple[str, Tuple[np.ndarray, ...]]:
+    """
+    The name of the data set ``compare``'s arguments name and its standardised
+    ``(X_train, Y_train, X_test, Y_test)``: the bundled banana set, one file split at random, or
+    a training and a test file. Prints which label became the positive class.
+    """
+    from ..datasets import load_banana, load_file, load_train_test, standardise, train_test_split
+
+    if args.train is None:
+        name = "banana (bundled)"
+        X_train, Y_train, X_test, Y_test = train_test_split(
+            *load_banana(), test_fraction=args.test_fraction, seed=args.seed
+        )
+        classes = (-1.0, 1.0)
+    elif args.test is None:
+        name = os.path.basename(args.train)
+        X, Y, classes = load_file(args.train, args.label_column, return_classes=True)
+        X_train, Y_train, X_test, Y_test = train_test_split(
+            X, Y, test_fraction=args.test_fraction, seed=args.seed
+        )
+    else:
+        name = f"{os.path.basename(args.train)} / {os.path.basename(args.test)}"
+        *split, classes = load_train_test(
+            args.train, args.test, args.label_column, return_classes=True
+        )
+        X_train, Y_train, X_test, Y_test = split
+    negative, positive = classes
+    print(f"labels: {negative!r} -> 0, {positive!r} -> 1 (the positive class)")
+    X_train, X_test = standardise(X_train, X_test)
+    return name, (X_train, Y_train, X_test, Y_test)
+
+
+def command(args: argparse.Namespace) -> int:
+    """``gpflow-fastvi compare``: run the comparison, print its table, write its figure and traces."""
+    name, (X_train, Y_train, X_test, Y_test) = load_data(args)
+    n_train, d = X_train.shape
+    if args.inducing > n_train:
+        raise ValueError(f"--inducing {args.inducing} is more than the {n_train} training points")
+    print(f"Data: {name}")
+    print(f"n_train = {n_train}, n_test = {X_test.shape[0]}, d = {d}, m = {args.inducing}")
+    print(
+        f"Time budget: {args.time_budget:g} s per method ({', '.join(args.methods)}). Training...",
+        flush=True,
+    )
+    result = run_comparison(
+        X_train,
+        Y_train,
+        X_test,
+        Y_test,
+        methods=args.methods,
+        num_inducing=args.inducing,
+        time_budget=args.time_budget,
+        adam_lr=args.adam_lr,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        progress=args.progress,
+    )
+    result.settings["dataset"] = name
+    print()
+    print(result.format_table())
+    print()
+    title = f"{name}: n = {n_train}, d = {d}, m = {args.inducing}"
+    png_path, json_path = result.save(args.out, title=title)
+    print(f"Wrote {png_path}")
+    print(f"Wrote {json_path}")
+    return 0
+
+
+__all__ = ["check_methods", "command", "load_data", "run_comparison"]

@@ -127,6 +127,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     run(parser.parse_args(argv))
 
 
+def command(args: argparse.Namespace) -> int:
+    """``gpflow-fastvi inducing``: :func:`run`."""
+    run(args)
+    return 0
+
+
 def run(args: argparse.Namespace) -> List[Dict[str, Any]]:
     """Run the sweep the parsed arguments ask for, printing its table row by row."""
     X, Y, X_test, Y_test = load_benchmark(args.name, args.data_dir, seed=args.seed)

@@ -244,9 +244,9 @@ def method_runners(
             NATGRAD_NAME, natgrad_adam_step(adam_lr), *minibatch
         ),
         **{
-            method: adam_runner(method, adam_learning_rate(method))
+            method: adam_runner(method, learning_rate)
             for method in methods
-            if adam_learning_rate(method) is not None
+            if (learning_rate := adam_learning_rate(method)) is not None
         },
     }
 

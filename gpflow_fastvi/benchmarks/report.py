@@ -15,6 +15,7 @@ With several repeats, accuracy and NLL are means (± standard deviation) and tim
 medians over the repeats in which the method reached the target; ``k/R`` says in how many it did.
 """
 
+import argparse
 import os
 from collections import defaultdict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -59,9 +60,9 @@ class Repeat:
     def __init__(self, runs: List[Dict[str, Any]]):
         self.settings: Dict[str, Any] = runs[0]["settings"]
         grid = {
-            adam_learning_rate(run["method"]): run["rows"]
+            rate: run["rows"]
             for run in runs
-            if adam_learning_rate(run["method"]) is not None
+            if (rate := adam_learning_rate(run["method"])) is not None
         }
         self.best_adam_lr: Optional[float] = None
         traces: Dict[str, List[Dict[str, Any]]] = {}
@@ -332,6 +333,13 @@ def write_report(out: PathLike) -> List[str]:
     return written
 
 
+def command(args: argparse.Namespace) -> int:
+    """``gpflow-fastvi plot``: :func:`write_report` on the folder ``args.dir``."""
+    for path in write_report(args.dir):
+        print(f"Wrote {path}")
+    return 0
+
+
 __all__ = [
     "BEST_ADAM",
     "DEFAULT_ADAM",
@@ -340,6 +348,7 @@ __all__ = [
     "Repeat",
     "SPEEDUP_GOAL_LARGE",
     "collect",
+    "command",
     "dataset_table",
     "goals_table",
     "markdown_report",

@@ -36,8 +36,9 @@ ACCURACY_TOLERANCE = 0.005
 NLL_TOLERANCE = 0.01
 """...and within this much of the best (lowest) final mean test negative log predictive density."""
 
-Row = Dict[str, float]
-"""One evaluation of a method: ``{"iteration", "time", "test_accuracy", "test_nll", "elbo"}``."""
+Row = Dict[str, Any]
+"""One evaluation of a method: ``{"iteration", "time", "test_accuracy", "test_nll", "elbo"}``, and
+where the method diverged the text ``"failed"`` says where (so not every value is a number)."""
 LearningCurve = List[Row]
 """A method's evaluations in time order, from the untrained model at time 0."""
 

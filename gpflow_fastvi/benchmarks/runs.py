@@ -16,6 +16,7 @@ or killed run leaves valid JSON for what finished, and running the same command 
 already there.
 """
 
+import argparse
 import json
 import os
 import platform
@@ -174,8 +175,9 @@ def run_bench(
         for repeat in range(repeats):
             split = splits[name] if repeat == 0 else load_benchmark(name, data_dir, seed=repeat)
             N = split.X_train.shape[0]
+            m = min(num_inducing, N)
             settings = {
-                "num_inducing": min(num_inducing, N),
+                "num_inducing": m,
                 "time_budget": float(time_budget),
                 "batch_size": batch_size,
                 "n_train": N,
@@ -230,7 +232,7 @@ def run_bench(
             run_comparison(
                 *split,
                 methods=todo,
-                num_inducing=settings["num_inducing"],
+                num_inducing=m,
                 time_budget=time_budget,
                 adam_lr=DEFAULT_ADAM_LR,
                 batch_size=batch_size,
@@ -242,12 +244,42 @@ def run_bench(
     return results
 
 
+def command(args: argparse.Namespace) -> int:
+    """
+    ``gpflow-fastvi bench``: :func:`run_bench` with the command's arguments. Interrupted, it says
+    that the results file holds every method that finished.
+    """
+    try:
+        run_bench(
+            args.datasets,
+            args.models,
+            out=args.out,
+            num_inducing=args.inducing,
+            time_budget=args.time_budget,
+            repeats=args.repeats,
+            data_dir=args.data_dir,
+            adam_grid=args.adam_grid,
+            batch_size=args.batch_size,
+            progress=args.progress,
+            log=lambda line: print(line, flush=True),
+        )
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            f"{os.path.join(args.out, RESULTS_FILE)} holds every method that finished; run the "
+            "same command again to go on"
+        ) from None
+    path = os.path.join(args.out, RESULTS_FILE)
+    print(f"Wrote {path}; draw it with: gpflow-fastvi plot {args.out}")
+    return 0
+
+
 __all__ = [
     "ADAM_GRID",
     "DEFAULT_ADAM_LR",
     "DEFAULT_DATASETS",
     "MODELS",
     "RESULTS_FILE",
+    "command",
     "load_results",
     "machine_description",
     "run_bench",

@@ -17,6 +17,9 @@ function), Z is n's first m points, and points are processed in batches of at mo
 :data:`POINTS_PER_BATCH` // m so that memory stays bounded at n = 10⁶.
 """
 
+import argparse
+import json
+import os
 import time
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
@@ -88,7 +91,7 @@ def _model(n: int, m: int, seed: int = 0) -> Any:
     X, Y = synthetic_data(n, seed)
     kernel = gpflow.kernels.SquaredExponential(lengthscales=np.sqrt(NUM_FEATURES))
     batch_size = None if n * m <= POINTS_PER_BATCH else max(1, POINTS_PER_BATCH // m)
-    return VIJJ((X, Y), kernel, X[:m].copy(), batch_size=batch_size)
+    return VIJJ(kernel, inducing_variable=X[:m].copy(), data=(X, Y), batch_size=batch_size)
 
 
 def time_update(n: int, m: int, repeats: int = 3) -> Dict[str, float]:
@@ -194,11 +197,35 @@ def plot_scaling(result: Dict[str, Any], path: str) -> None:
     figure.savefig(path, dpi=110)
 
 
+def command(args: argparse.Namespace) -> int:
+    """``gpflow-fastvi scaling``: :func:`run_scaling`, written as JSON, a Markdown table and a figure."""
+    result = run_scaling(
+        args.n,
+        args.m,
+        fixed_m=args.fixed_m,
+        fixed_n=args.fixed_n,
+        repeats=args.repeats,
+        log=lambda line: print(line, flush=True),
+    )
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "scaling.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    table = markdown_table(result)
+    with open(os.path.join(args.out, "scaling.md"), "w", encoding="utf-8") as f:
+        f.write(table)
+    plot_scaling(result, os.path.join(args.out, "scaling.png"))
+    print()
+    print(table)
+    print(f"Wrote scaling.json, scaling.md and scaling.png in {args.out}")
+    return 0
+
+
 __all__ = [
     "DEFAULT_M",
     "DEFAULT_N",
     "FIXED_M",
     "FIXED_N",
+    "command",
     "markdown_table",
     "matmul_rate",
     "plot_scaling",

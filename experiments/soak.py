@@ -2,12 +2,12 @@
 A soak run: many training steps on real data, watching for non-finite values and for memory that
 grows with the number of steps.
 
-``python -m gpflow_fastvi.benchmarks.soak banana`` (or another set of
+``python -m experiments.soak banana`` (or another set of
 :data:`~gpflow_fastvi.datasets.registry.BENCHMARK_SETS`) trains, from the benchmark page's start
 (ARD SE kernel at √D, k-means inducing inputs, the logit link):
 
 - :class:`~gpflow_fastvi.PolyaGammaSVGP` by :func:`~gpflow_fastvi.fit`'s SVI route for
-  ``--svi-steps`` mini-batch steps (default 10⁵, batches of ``--batch``);
+  ``--svi-steps`` mini-batch steps (default 10⁵, batches of ``--batch-size``);
 - :class:`~gpflow_fastvi.VIJJ` by the paper's collapsed vi-JJ (``method="analytic"``: closed-form
   ξ and q(u) steps, then a short L-BFGS-B run on θ) for ``--collapsed-iterations`` outer
   iterations (default 10³), with ``tol=0`` so that nothing stops it early.
@@ -26,9 +26,11 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .. import VIJJ, PolyaGammaSVGP, fit, kmeans_inducing_points
-from ..datasets import load_benchmark
-from .harness import make_kernel, make_likelihood
+from gpflow_fastvi import VIJJ, PolyaGammaSVGP, fit, kmeans_inducing_points
+from gpflow_fastvi.benchmarks.arg_types import positive
+from gpflow_fastvi.benchmarks.cli_args import add_batch_size, add_benchmark_set, add_data_dir
+from gpflow_fastvi.benchmarks.harness import make_kernel, make_likelihood
+from gpflow_fastvi.datasets import load_benchmark
 
 
 def resident_memory_mib() -> float:
@@ -126,21 +128,33 @@ def soak(
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m gpflow_fastvi.benchmarks.soak",
+        prog="python -m experiments.soak",
         description="Many training steps on real data: no NaN, no memory growth.",
     )
-    parser.add_argument("name", help="a benchmark set, e.g. banana")
-    parser.add_argument("--svi-steps", type=int, default=100_000, help="default 100000")
-    parser.add_argument("--collapsed-iterations", type=int, default=1000, help="default 1000")
-    parser.add_argument("--batch", type=int, default=100, help="SVI batch size (default 100)")
-    parser.add_argument("--data-dir", default=None, help="default: $GPFLOW_FASTVI_DATA")
+    add_benchmark_set(parser)
+    parser.add_argument(
+        "--svi-steps",
+        metavar="N",
+        type=positive(int),
+        default=100_000,
+        help="PolyaGammaSVGP's SVI steps (default: 100000)",
+    )
+    parser.add_argument(
+        "--collapsed-iterations",
+        metavar="N",
+        type=positive(int),
+        default=1000,
+        help="VIJJ's collapsed vi-JJ iterations (default: 1000)",
+    )
+    add_batch_size(parser, 100, "PolyaGammaSVGP's SVI steps", aliases=("--batch",))
+    add_data_dir(parser)
     args = parser.parse_args(argv)
     X, Y, _, _ = load_benchmark(args.name, args.data_dir)
     soak(
         (X, Y),
         svi_steps=args.svi_steps,
         collapsed_iterations=args.collapsed_iterations,
-        batch=args.batch,
+        batch=args.batch_size,
     )
 
 

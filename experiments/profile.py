@@ -1,7 +1,7 @@
 """
 Where the time of one training step goes, per model, beside the machine's matmul floor.
 
-``python -m gpflow_fastvi.benchmarks.profile [n] [m]`` (default n = 100,000, m = 100) times, on
+``python -m experiments.profile [n] [m]`` (default n = 100,000, m = 100) times, on
 the synthetic data of :mod:`~gpflow_fastvi.benchmarks.scaling` (D = 10), compiled pieces of one
 evaluation of the persistent route of :class:`~gpflow_fastvi.VIJJ`, :class:`~gpflow_fastvi.VITaylor`
 and :class:`~gpflow_fastvi.KLCorrected` (sparse, logit link, Newton E-steps) — the objective and
@@ -25,16 +25,22 @@ Each piece is compiled once and timed as the median of ``REPEATS`` (7) calls aft
 Prints a Markdown table.
 """
 
-import sys
+import argparse
 import time
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
 import tensorflow as tf
 
-from .. import VIJJ, KLCorrected, NaturalGradientSVI, PolyaGammaSVGP, VITaylor
-from .scaling import NUM_FEATURES, compiled_seconds, matmul_rate, synthetic_data
+from gpflow_fastvi import VIJJ, KLCorrected, NaturalGradientSVI, PolyaGammaSVGP, VITaylor
+from gpflow_fastvi.benchmarks.arg_types import positive, whole_number
+from gpflow_fastvi.benchmarks.scaling import (
+    NUM_FEATURES,
+    compiled_seconds,
+    matmul_rate,
+    synthetic_data,
+)
 
 REPEATS = 7
 BATCH = 100
@@ -89,10 +95,12 @@ def profile_sites_model(
             compiled(lambda: tf.reduce_sum(model.projection(data_X, model.Kmm_cholesky())[0]))
         ),
     }
+
+    def objective(n_upd: int) -> Callable[[], tf.Tensor]:
+        return lambda: model.stepped_sites(n_upd, site_parameters=accepted).objective
+
     for n_upd in (1, 2, 3):
-        seconds[f"objective, n_upd = {n_upd}"] = median_seconds(
-            compiled(lambda k=n_upd: model.stepped_sites(k, site_parameters=accepted).objective)
-        )
+        seconds[f"objective, n_upd = {n_upd}"] = median_seconds(compiled(objective(n_upd)))
     seconds["objective + gradient, n_upd = 1"] = median_seconds(compiled(value_and_gradient(1)))
     graph = tf.function(value_and_gradient(3), autograph=False)
     start = time.perf_counter()
@@ -159,9 +167,23 @@ def markdown(n: int, m: int, rate: float, rows: Dict[str, Dict[str, float]]) -> 
     return lines
 
 
-def main(argv: Sequence[str]) -> None:
-    n = int(argv[0]) if argv else 100_000
-    m = int(argv[1]) if len(argv) > 1 else 100
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.profile",
+        description="Where the time of one training step goes, beside the matmul floor.",
+    )
+    parser.add_argument(
+        "n",
+        nargs="?",
+        type=positive(whole_number),
+        default=100_000,
+        help="number of points (default: 100000)",
+    )
+    parser.add_argument(
+        "m", nargs="?", type=positive(int), default=100, help="inducing inputs (default: 100)"
+    )
+    args = parser.parse_args(argv)
+    n, m = args.n, args.m
     X, Y = synthetic_data(n)
     rate = matmul_rate()
     rows = {
@@ -174,4 +196,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -1,7 +1,7 @@
 """
 Seconds per pass over the data against the number of points and of :mod:`tf.distribute` replicas.
 
-``python -m gpflow_fastvi.benchmarks.replicas`` times one compiled closed-form site step of
+``python -m experiments.replicas`` times one compiled closed-form site step of
 :class:`~gpflow_fastvi.VIJJ` built with SVGP's signature (one pass: project the data, read the
 sites off q(u), sum their statistics, form the optimal q(u)) for each n, and one
 :class:`~gpflow_fastvi.NaturalGradientSVI` step of :class:`~gpflow_fastvi.PolyaGammaSVGP` for each
@@ -23,7 +23,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .scaling import POINTS_PER_BATCH, synthetic_data
+from gpflow_fastvi.benchmarks.arg_types import positive, positive_list, whole_number
+from gpflow_fastvi.benchmarks.cli_args import add_counts, add_repeats
+from gpflow_fastvi.benchmarks.scaling import POINTS_PER_BATCH, synthetic_data
 
 DEFAULT_N = (10_000, 100_000, 1_000_000)
 DEFAULT_M = 100
@@ -73,7 +75,7 @@ def _pass(n: int, m: int, strategy: Optional[Any]) -> Callable[[], float]:
     built in ``strategy``'s scope (if any); returns a call that runs it and waits for it."""
     import tensorflow as tf
 
-    from ..models import VIJJ
+    from gpflow_fastvi import VIJJ
 
     X, Y = synthetic_data(n)
     data = (tf.constant(X), tf.constant(Y))
@@ -88,8 +90,7 @@ def _svi_step(n: int, m: int, batch: int, strategy: Optional[Any]) -> Callable[[
     ``strategy``'s scope (if any); returns a call that runs them and waits for the last."""
     import tensorflow as tf
 
-    from ..models import PolyaGammaSVGP
-    from ..training import NaturalGradientSVI
+    from gpflow_fastvi import NaturalGradientSVI, PolyaGammaSVGP
 
     X, Y = synthetic_data(n)
     rows = (tf.constant(X[:batch]), tf.constant(Y[:batch]))
@@ -142,7 +143,7 @@ def run_replicas(
     import tensorflow as tf
 
     names = configure_devices(devices, max(replicas))
-    from .runs import machine_description
+    from gpflow_fastvi.benchmarks.runs import machine_description
 
     configurations = {"one device": None}
     for count in replicas:
@@ -204,38 +205,49 @@ def markdown_table(result: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def _batch_sizes(text: str) -> Tuple[int, ...]:
+    """``--svi-batches``: comma-separated sizes, or none at all for an empty value."""
+    return positive_list(whole_number)(text) if text else ()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m experiments.replicas``."""
     parser = argparse.ArgumentParser(
-        prog="python -m gpflow_fastvi.benchmarks.replicas", description=__doc__.split("\n\n")[0]
+        prog="python -m experiments.replicas",
+        description="Seconds per pass over the data against the number of points and of replicas.",
     )
+    add_counts(parser, "--n", "points", DEFAULT_N)
     parser.add_argument(
-        "--n",
-        default=",".join(str(n) for n in DEFAULT_N),
-        help="numbers of points, comma-separated",
+        "--m",
+        metavar="M",
+        type=positive(int),
+        default=DEFAULT_M,
+        help=f"inducing inputs, the first m points (default: {DEFAULT_M})",
     )
-    parser.add_argument("--m", type=int, default=DEFAULT_M, help="inducing inputs")
-    parser.add_argument(
-        "--replicas",
-        default=",".join(str(r) for r in DEFAULT_REPLICAS),
-        help="numbers of replicas, comma-separated",
-    )
+    add_counts(parser, "--replicas", "replicas", DEFAULT_REPLICAS)
     parser.add_argument(
         "--svi-batches",
-        default=",".join(str(b) for b in DEFAULT_SVI_BATCHES),
-        help="mini-batch sizes of the SVI steps, comma-separated (none: '')",
+        metavar="LIST",
+        type=_batch_sizes,
+        default=DEFAULT_SVI_BATCHES,
+        help="mini-batch sizes of the SVI steps, comma-separated; '' for none (default: "
+        f"{','.join(map(str, DEFAULT_SVI_BATCHES))})",
     )
-    parser.add_argument("--devices", choices=("cpu", "gpu"), default="cpu")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--json", help="write the result to this file")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--devices",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="the replicas' devices: logical CPU devices or GPUs (default: cpu)",
+    )
+    add_repeats(parser, 5, "timed rounds")
+    parser.add_argument("--json", metavar="FILE", help="write the result to this file")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     result = run_replicas(
-        [int(float(n)) for n in args.n.split(",")],
-        args.m,
-        [int(r) for r in args.replicas.split(",")],
-        args.devices,
-        args.repeats,
-        [int(float(b)) for b in args.svi_batches.split(",") if b],
-        log=print,
+        args.n, args.m, args.replicas, args.devices, args.repeats, args.svi_batches, log=print
     )
     print()
     print(markdown_table(result))

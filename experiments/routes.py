@@ -1,7 +1,7 @@
 """
 Training routes of the same model side by side, against SVGP + Scipy, in one process.
 
-``python -m gpflow_fastvi.benchmarks.routes banana 30 2`` runs, on a bundled set (``banana`` or
+``python -m experiments.routes banana 30 2`` runs, on a bundled set (``banana`` or
 ``ijcnn1``, seeded 80/20 split, standardised), VIJJ and VITaylor with their ``"analytic"`` and
 ``"persistent"`` routes and GPflow's SVGP + Scipy, each for the time budget (seconds), repeated
 with the order reversed on odd repeats, and prints each method's median time to the target of
@@ -10,17 +10,19 @@ accuracy and 0.01 of the best final NLL). The start is that of the benchmark pag
 at √D, m = 100 k-means inducing inputs, the logit link.
 """
 
-import sys
+import argparse
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import VIJJ, VITaylor, fit, kmeans_inducing_points
-from ..datasets import load_banana, load_ijcnn1, standardise, train_test_split
-from .baselines import run_svgp_scipy
-from .choices import SCIPY_NAME
-from .harness import make_kernel, make_likelihood, metrics_function
-from .result import ACCURACY_TOLERANCE, NLL_TOLERANCE, LearningCurve
+from gpflow_fastvi import VIJJ, VITaylor, fit, kmeans_inducing_points
+from gpflow_fastvi.benchmarks.arg_types import positive
+from gpflow_fastvi.benchmarks.baselines import run_svgp_scipy
+from gpflow_fastvi.benchmarks.choices import SCIPY_NAME
+from gpflow_fastvi.benchmarks.cli_args import add_benchmark_set
+from gpflow_fastvi.benchmarks.harness import make_kernel, make_likelihood, metrics_function
+from gpflow_fastvi.benchmarks.result import ACCURACY_TOLERANCE, NLL_TOLERANCE, LearningCurve
+from gpflow_fastvi.datasets import load_banana, load_ijcnn1, standardise, train_test_split
 
 ROUTES: Tuple[Tuple[str, str], ...] = (
     ("VIJJ", "analytic"),
@@ -90,14 +92,23 @@ def summary(curves: Dict[str, List[LearningCurve]]) -> List[str]:
     return lines
 
 
-def main(argv: Sequence[str]) -> None:
-    name, budget, repeats = argv[0], float(argv[1]), int(argv[2])
-    X, Y = {"banana": load_banana, "ijcnn1": load_ijcnn1}[name]()
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.routes",
+        description="Training routes of VIJJ and VITaylor against SVGP + Scipy, in one process.",
+    )
+    add_benchmark_set(parser, choices=("banana", "ijcnn1"))
+    parser.add_argument("budget", type=positive(float), help="training seconds per method and run")
+    parser.add_argument(
+        "repeats", type=positive(int), help="runs of each method, the order reversed on odd ones"
+    )
+    args = parser.parse_args(argv)
+    X, Y = {"banana": load_banana, "ijcnn1": load_ijcnn1}[args.name]()
     X_train, Y_train, X_test, Y_test = train_test_split(X, Y, test_fraction=0.2, seed=0)
     X_train, X_test = standardise(X_train, X_test)
-    curves = compare_routes((X_train, Y_train, X_test, Y_test), budget, repeats)
+    curves = compare_routes((X_train, Y_train, X_test, Y_test), args.budget, args.repeats)
     print("\n".join(summary(curves)))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -1,7 +1,7 @@
 """
 The paper's own algorithm for the full GP (:cite:t:`khan2012fast`), in NumPy: the reference that
 :class:`~gpflow_fastvi.VIConcave`'s full form is measured against
-(:func:`~gpflow_fastvi.benchmarks.concave.full_form_at_fixed_theta`).
+(:func:`~experiments.concave.full_form_at_fixed_theta`).
 
 q(f) = N(m, V) with V = (K⁻¹ + diag λ)⁻¹: N site precisions λ instead of N² covariance entries.
 At the optimum of the standard ELBO, λᵢ = −2 ∂fᵦ/∂vᵢ at the marginal (mᵢ, Vᵢᵢ), where

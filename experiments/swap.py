@@ -2,7 +2,7 @@
 The one-line swap, measured: GPflow's own training loops on each model against
 :func:`~gpflow_fastvi.fit`.
 
-``python -m gpflow_fastvi.benchmarks.swap banana`` (or another set of
+``python -m experiments.swap banana`` (or another set of
 :data:`~gpflow_fastvi.datasets.registry.BENCHMARK_SETS`; options below) builds every model with
 SVGP's signature, ``Model(kernel, likelihood, Z, num_data=N)``, from the start of the benchmark
 page (ARD SE kernel at √D, k-means inducing inputs held fixed, the logit link), and trains it
@@ -39,7 +39,7 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 
-from .. import (
+from gpflow_fastvi import (
     VIJJ,
     KLCorrected,
     PolyaGammaSVGP,
@@ -48,9 +48,20 @@ from .. import (
     fit,
     kmeans_inducing_points,
 )
-from ..datasets import load_benchmark
-from .harness import make_kernel, make_likelihood, metrics_function
-from .result import ACCURACY_TOLERANCE, NLL_TOLERANCE
+from gpflow_fastvi.benchmarks.arg_types import positive
+from gpflow_fastvi.benchmarks.cli_args import (
+    add_adam_lr,
+    add_batch_size,
+    add_benchmark_set,
+    add_data_dir,
+    add_inducing,
+    add_models,
+    add_name_list,
+    add_repeats,
+)
+from gpflow_fastvi.benchmarks.harness import make_kernel, make_likelihood, metrics_function
+from gpflow_fastvi.benchmarks.result import ACCURACY_TOLERANCE, NLL_TOLERANCE
+from gpflow_fastvi.datasets import load_benchmark
 
 MODELS: Dict[str, type] = {
     "VIJJ": VIJJ,
@@ -229,41 +240,48 @@ def markdown(rows: Sequence[LoopResult]) -> List[str]:
     return lines
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m experiments.swap``."""
     parser = argparse.ArgumentParser(
-        prog="python -m gpflow_fastvi.benchmarks.swap",
+        prog="python -m experiments.swap",
         description="GPflow's own training loops (Scipy, Adam) on each model against fit.",
     )
-    parser.add_argument("name", help="a benchmark set, e.g. banana or ijcnn1")
-    parser.add_argument("--num-inducing", type=int, default=100, help="M (default 100)")
-    parser.add_argument("--steps", type=int, default=2000, help="Adam steps (default 2000)")
-    parser.add_argument("--batch", type=int, default=500, help="Adam batch size (default 500)")
-    parser.add_argument("--lr", type=float, default=0.05, help="Adam learning rate (default 0.05)")
-    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated (default: all)")
+    add_benchmark_set(parser)
+    add_inducing(parser, 100, aliases=("--num-inducing",))
     parser.add_argument(
-        "--loops", default=",".join(LOOPS), help="comma-separated, fit among them (default: all)"
+        "--steps", metavar="N", type=positive(int), default=2000, help="Adam steps (default: 2000)"
     )
-    parser.add_argument(
-        "--repeats", type=int, default=1, help="runs of the Adam loop, shuffled anew (default 1)"
-    )
+    add_batch_size(parser, 500, "the Adam loop", aliases=("--batch",))
+    add_adam_lr(parser, 0.05, "in the Adam loop", aliases=("--lr",))
+    add_models(parser, tuple(MODELS))
+    add_name_list(parser, "--loops", LOOPS, "loop(s)", LOOPS)
+    add_repeats(parser, 1, "runs of the Adam loop, shuffled anew")
     parser.add_argument(
         "--scipy-maxiter",
-        type=int,
+        metavar="N",
+        type=positive(int),
         default=None,
         help="L-BFGS-B's maxiter for the Scipy loop (default: SciPy's)",
     )
-    parser.add_argument("--data-dir", default=None, help="default: $GPFLOW_FASTVI_DATA")
+    add_data_dir(parser)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if "fit" not in args.loops:
+        parser.error("--loops must include fit, which the other loops are compared with")
     X, Y, X_test, Y_test = load_benchmark(args.name, args.data_dir)
     rows = compare_loops(
         (X, Y),
         (X_test, Y_test),
-        num_inducing=args.num_inducing,
+        num_inducing=args.inducing,
         steps=args.steps,
-        batch=args.batch,
-        learning_rate=args.lr,
-        models=args.models.split(","),
-        loops=args.loops.split(","),
+        batch=args.batch_size,
+        learning_rate=args.adam_lr,
+        models=args.models,
+        loops=args.loops,
         repeats=args.repeats,
         scipy_maxiter=args.scipy_maxiter,
     )

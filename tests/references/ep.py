@@ -163,7 +163,7 @@ def ep_predict(
 class EPClassifier:
     """
     A full GP with the probit link by EP, its kernel's parameters trained on log Z_EP: the EP
-    baseline of :func:`gpflow_fastvi.benchmarks.concave.raetsch_errors`.
+    baseline of :func:`experiments.concave.raetsch_errors`.
 
     :param Y: labels in {0, 1}, as the package's data loaders give them.
     """

@@ -1,7 +1,7 @@
 """
 VIConcave measured: time to SVGP + Scipy's ELBO, and the full form against GPflow's VGP models.
 
-``python -m gpflow_fastvi.benchmarks.concave banana`` (or another set of
+``python -m experiments.concave banana`` (or another set of
 :data:`~gpflow_fastvi.datasets.registry.BENCHMARK_SETS`; options below) runs two things.
 
 **Time to the ELBO.** From the benchmark page's start (ARD SE kernel at √D, M fixed k-means
@@ -18,7 +18,7 @@ alternate the two methods; the medians are reported.
 beside GPflow's VGP + Scipy and EP, all with the probit link (:func:`raetsch_errors`).
 
 **The full form at fixed θ** (``--full N``, on the first N training points): VIConcave's steps
-against the paper's own coordinate-wise algorithm (:mod:`~gpflow_fastvi.benchmarks.coordinate`)
+against the paper's own coordinate-wise algorithm (:mod:`tests.references.coordinate`)
 and GPflow's :class:`~gpflow.models.VGP` and :class:`~gpflow.models.VGPOpperArchambeau` (the
 O(N) parameterisation that is not concave) trained by Scipy on q alone, each timed to the ELBO of
 the best of them, less 10⁻⁶ relative.
@@ -32,13 +32,22 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 
-from .. import VIConcave, fit, kmeans_inducing_points
-from ..datasets import load_benchmark
-from .baselines import run_svgp_scipy
-from .coordinate import coordinate_ascent
-from .ep import EPClassifier
-from .harness import TrainingClock, make_kernel, make_likelihood
-from .methods import run_data_holding_model
+from gpflow_fastvi import VIConcave, fit, kmeans_inducing_points
+from gpflow_fastvi.benchmarks.arg_types import choice_list, positive
+from gpflow_fastvi.benchmarks.baselines import run_svgp_scipy
+from gpflow_fastvi.benchmarks.choices import BENCH_SET_NAMES
+from gpflow_fastvi.benchmarks.cli_args import (
+    add_benchmark_set,
+    add_data_dir,
+    add_inducing,
+    add_repeats,
+    add_time_budget,
+)
+from gpflow_fastvi.benchmarks.harness import TrainingClock, make_kernel, make_likelihood
+from gpflow_fastvi.benchmarks.methods import run_data_holding_model
+from gpflow_fastvi.datasets import load_benchmark
+from tests.references.coordinate import coordinate_ascent
+from tests.references.ep import EPClassifier
 
 Curve = List[Dict[str, Any]]
 
@@ -49,6 +58,12 @@ def time_to(curve: Curve, target: float, key: str = "elbo") -> Optional[float]:
         if row[key] >= target:
             return float(row["time"])
     return None
+
+
+def _median_if_all(times: Sequence[Optional[float]]) -> Optional[float]:
+    """The median of ``times`` if every run reached the target; None if any did not."""
+    reached = [t for t in times if t is not None]
+    return float(np.median(reached)) if len(reached) == len(times) else None
 
 
 def time_to_scipy_elbo(
@@ -81,10 +96,7 @@ def time_to_scipy_elbo(
     final = float(np.median([curve[-1]["elbo"] for curve in runs["SVGP + Scipy"]]))
     target = final - within * abs(final)
     seconds = {name: [time_to(curve, target) for curve in curves] for name, curves in runs.items()}
-    medians = {
-        name: (None if any(s is None for s in times) else float(np.median(times)))
-        for name, times in seconds.items()
-    }
+    medians = {name: _median_if_all(times) for name, times in seconds.items()}
     scipy_s, concave_s = medians["SVGP + Scipy"], medians["VIConcave"]
     return {
         "target_elbo": target,
@@ -166,7 +178,7 @@ def raetsch_errors(
     """
     The paper's binary comparison, on the sets ``names``, all with the probit link: the full-form
     VIConcave (Z = X) by :func:`~gpflow_fastvi.fit`, GPflow's VGP + Scipy (the same model and
-    objective, L-BFGS-B over q and θ) and EP (:class:`~gpflow_fastvi.benchmarks.ep.EPClassifier`,
+    objective, L-BFGS-B over q and θ) and EP (:class:`~tests.references.ep.EPClassifier`,
     θ trained on EP's log marginal likelihood), each from the benchmark page's kernel, on the
     seeded 80/20 split. Per method: test error in %, mean test NLL, the objective per training
     point (the ELBO; EP's log Z_EP, an estimate of log p(y), not a bound) and the training seconds.
@@ -230,60 +242,61 @@ def _scipy_curve(model: Any, loss: Callable[[], tf.Tensor]) -> Curve:
     return curve
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m experiments.concave``."""
     parser = argparse.ArgumentParser(
-        prog="python -m gpflow_fastvi.benchmarks.concave",
+        prog="python -m experiments.concave",
         description="VIConcave: time to SVGP + Scipy's ELBO; the full form against VGP.",
     )
-    parser.add_argument("name", help="a benchmark set, e.g. banana or ijcnn1")
-    parser.add_argument("--num-inducing", type=int, default=100, help="M (default 100)")
+    add_benchmark_set(parser)
+    add_inducing(parser, 100, aliases=("--num-inducing",))
     parser.add_argument(
-        "--within", type=float, default=1e-3, help="relative ELBO tolerance (default 0.001)"
+        "--within",
+        metavar="R",
+        type=positive(float),
+        default=1e-3,
+        help="relative ELBO tolerance (default: 0.001)",
     )
-    parser.add_argument("--repeats", type=int, default=1, help="runs of each method (default 1)")
-    parser.add_argument(
-        "--time-budget",
-        type=float,
-        default=3600.0,
-        help="training seconds each run may take (default 3600); where SVGP + Scipy has not "
-        "converged by then, its ELBO at the budget is the target",
+    add_repeats(parser, 1, "runs of each method, the two alternating")
+    add_time_budget(
+        parser,
+        3600.0,
+        "each run may take",
+        note="; where SVGP + Scipy has not converged by then, its ELBO at the budget is the target",
     )
     parser.add_argument(
         "--full",
-        type=int,
-        default=0,
         metavar="N",
+        type=positive(int),
+        default=None,
         help="also the full form at fixed θ on the first N training points (default: not run)",
     )
     parser.add_argument(
         "--errors",
-        default="",
         metavar="SETS",
+        type=choice_list(BENCH_SET_NAMES, "data set(s)"),
+        default=(),
         help="instead: comma-separated small sets (breast_cancer,diabetis,heart,german_raetsch) "
         "for the full form's test errors beside VGP + Scipy and EP (probit link)",
     )
-    parser.add_argument("--data-dir", default=None, help="default: $GPFLOW_FASTVI_DATA")
-    args = parser.parse_args(argv)
-    if args.errors:
-        print("| set | N | method | test error % | test NLL | ELBO/N (EP: log Z_EP/N) | seconds |")
-        print("|---|---:|---|---:|---:|---:|---:|")
-        for row in raetsch_errors(args.errors.split(","), args.data_dir):
-            print(
-                f"| {row['set']} | {row['N']} | {row['method']} | {row['error_percent']:.2f} | "
-                f"{row['test_nll']:.4f} | {row['objective_per_point']:.5f} | {row['seconds']:.1f} |",
-                flush=True,
-            )
-        return
-    X, Y, X_test, Y_test = load_benchmark(args.name, args.data_dir)
-    result = time_to_scipy_elbo(
-        (X, Y),
-        (X_test, Y_test),
-        num_inducing=args.num_inducing,
-        within=args.within,
-        repeats=args.repeats,
-        time_budget=args.time_budget,
-    )
-    print(f"{args.name}: N = {X.shape[0]}, M = {args.num_inducing}")
+    add_data_dir(parser)
+    return parser
+
+
+def print_errors(names: Sequence[str], data_dir: Optional[str]) -> None:
+    """The rows of :func:`raetsch_errors` as a Markdown table, each as soon as it is measured."""
+    print("| set | N | method | test error % | test NLL | ELBO/N (EP: log Z_EP/N) | seconds |")
+    print("|---|---:|---|---:|---:|---:|---:|")
+    for row in raetsch_errors(names, data_dir):
+        print(
+            f"| {row['set']} | {row['N']} | {row['method']} | {row['error_percent']:.2f} | "
+            f"{row['test_nll']:.4f} | {row['objective_per_point']:.5f} | {row['seconds']:.1f} |",
+            flush=True,
+        )
+
+
+def print_time_to_elbo(result: Dict[str, Any]) -> None:
+    """What :func:`time_to_scipy_elbo` found, a line per method."""
     print(
         f"SVGP + Scipy's final ELBO {result['scipy_final_elbo']:.6g}; target {result['target_elbo']:.6g}"
         + (
@@ -301,14 +314,36 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             f"{final['time']:.1f} s"
         )
     print(f"VIConcave reaches it {result['times_sooner']} times sooner")
+
+
+def print_full_form(full: Dict[str, Any], N: int) -> None:
+    """What :func:`full_form_at_fixed_theta` found on N points, a line per method."""
+    print(f"full form, N = {N}, fixed θ; best ELBO {full['best_elbo']:.10g}")
+    for name, row in full["methods"].items():
+        print(
+            f"{name:30s} final {row['final_elbo']:.10g}, to best −1e-6: "
+            f"{row['seconds_to_best']} s, {row['iterations']} iterations"
+        )
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.errors:
+        print_errors(args.errors, args.data_dir)
+        return
+    X, Y, X_test, Y_test = load_benchmark(args.name, args.data_dir)
+    result = time_to_scipy_elbo(
+        (X, Y),
+        (X_test, Y_test),
+        num_inducing=args.inducing,
+        within=args.within,
+        repeats=args.repeats,
+        time_budget=args.time_budget,
+    )
+    print(f"{args.name}: N = {X.shape[0]}, M = {args.inducing}")
+    print_time_to_elbo(result)
     if args.full:
-        full = full_form_at_fixed_theta((X[: args.full], Y[: args.full]))
-        print(f"full form, N = {args.full}, fixed θ; best ELBO {full['best_elbo']:.10g}")
-        for name, row in full["methods"].items():
-            print(
-                f"{name:30s} final {row['final_elbo']:.10g}, to best −1e-6: "
-                f"{row['seconds_to_best']} s, {row['iterations']} iterations"
-            )
+        print_full_form(full_form_at_fixed_theta((X[: args.full], Y[: args.full])), args.full)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,34 @@
+"""The scripts of ``experiments/``: each answers ``--help``, and takes the spellings it always has."""
+
+import importlib
+
+import pytest
+
+EXPERIMENTS = ("concave", "swap", "routes", "profile", "replicas", "soak")
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_every_experiment_answers_help(name: str, capsys) -> None:
+    module = importlib.import_module(f"experiments.{name}")
+    with pytest.raises(SystemExit) as stop:
+        module.main(["--help"])
+    assert stop.value.code == 0
+    assert f"python -m experiments.{name}" in capsys.readouterr().out
+
+
+def test_swap_takes_its_own_spellings_of_the_shared_arguments() -> None:
+    from experiments import swap
+
+    argv = ["banana", "--num-inducing", "20", "--batch", "50", "--lr", "0.1", "--loops", "fit"]
+    args = swap.build_parser().parse_args(argv + ["--models", "vijj,VITaylor"])
+    assert (args.inducing, args.batch_size, args.adam_lr) == (20, 50, 0.1)
+    assert args.loops == ("fit",) and args.models == ("VIJJ", "VITaylor")
+
+
+def test_concave_and_replicas_parse_lists_of_sets_and_of_sizes() -> None:
+    from experiments import concave, replicas
+
+    args = concave.build_parser().parse_args(["heart", "--errors", "heart,breast_cancer"])
+    assert args.errors == ("heart", "breast_cancer") and args.full is None
+    args = replicas.build_parser().parse_args(["--n", "1e4,100000", "--svi-batches", ""])
+    assert args.n == (10_000, 100_000) and args.svi_batches == ()
