@@ -267,7 +267,9 @@ def test_a_mini_batch_loss_takes_the_methods_natural_gradient_step(model_class, 
         loss = model.training_loss(batch)
     gradients = tape.gradient(loss, model.trainable_variables)
     assert all(g is not None and np.all(np.isfinite(g)) for g in gradients)
-    objective = reference.natural_gradient_step(batch, 20 / fv.models.step_sizes.LOSS_AVERAGED_POINTS)
+    objective = reference.natural_gradient_step(
+        batch, 20 / fv.models.step_sizes.LOSS_AVERAGED_POINTS
+    )
     np.testing.assert_allclose(loss, -(objective + reference.log_prior_density()), rtol=1e-10)
     np.testing.assert_allclose(model.q_mu.numpy(), reference.q_mu.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(model.q_sqrt.numpy(), reference.q_sqrt.numpy(), atol=1e-12)
