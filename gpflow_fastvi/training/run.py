@@ -171,7 +171,7 @@ class StopRule:
     max_iter: int
     """The most outer iterations."""
     tol: float
-    """The relative change of the objective that counts as none: |Δ| ≤ tol · max(1, |objective|)."""
+    """The change of the objective that counts as none: ``|change| <= tol * max(1, |objective|)``."""
     patience: int
     """How many such changes in a row are convergence (:attr:`TrainingPlan.patience`)."""
     time_budget: Optional[float]
