@@ -197,6 +197,7 @@ def test_the_scaling_update_is_the_same_in_batches(monkeypatch) -> None:
     assert isinstance(whole, VIJJ) and isinstance(whole.kernel, gpflow.kernels.SquaredExponential)
 
 
+@pytest.mark.slow
 def test_scaling_writes_times_beside_the_matmul_floor(tmp_path: Path) -> None:
     argv = ["scaling", "--n", "200,400", "--m", "8", "--fixed-m", "8", "--fixed-n", "200"]
     status, stdout = _quiet_main(argv + ["--repeats", "1", "--out", str(tmp_path)])
@@ -240,6 +241,7 @@ def test_time_to_target_is_the_first_row_at_both_targets() -> None:
     assert time_to_target(curve, accuracy=0.97, nll=0.15) is None
 
 
+@pytest.mark.slow
 def test_routes_comparison_runs_every_route_and_the_baseline(banana_split) -> None:
     from experiments import routes
 
@@ -250,6 +252,7 @@ def test_routes_comparison_runs_every_route_and_the_baseline(banana_split) -> No
     assert lines[0].startswith("target") and len(lines) == 1 + len(curves)
 
 
+@pytest.mark.slow
 def test_swap_compares_gpflows_loops_with_fit(banana_split) -> None:
     """On a small problem Scipy on the closure reaches fit's answer (the swap's promise), and the
     table marks a loop beyond the tolerance."""
@@ -289,6 +292,7 @@ def test_swap_compares_gpflows_loops_with_fit(banana_split) -> None:
         )
 
 
+@pytest.mark.slow
 def test_soak_runs_report_finite_values_and_the_steps_asked_for(banana_split) -> None:
     from experiments import soak
 

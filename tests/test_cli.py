@@ -47,15 +47,18 @@ def _compare_run(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, object]:
     return {"status": status, "stdout": stdout.getvalue(), "out": out}
 
 
+@pytest.mark.slow
 def test_compare_succeeds_and_prints_the_data_summary(compare_run: Dict[str, object]) -> None:
     assert compare_run["status"] == 0
     assert "n_train = 240, n_test = 60, d = 2, m = 10" in str(compare_run["stdout"])
 
 
+@pytest.mark.slow
 def test_compare_says_which_label_is_the_positive_class(compare_run: Dict[str, object]) -> None:
     assert "labels: -1.0 -> 0, 1.0 -> 1 (the positive class)" in str(compare_run["stdout"])
 
 
+@pytest.mark.slow
 def test_compare_output_has_no_tensorflow_start_up_log(tmp_path: Path) -> None:
     """The console script, as a user runs it: TensorFlow's C++ notices stay out of its output."""
     data = write_two_rings(tmp_path / "rings.csv", N=60)
@@ -95,6 +98,7 @@ def test_label_column_applies_to_the_csv_of_a_csv_and_libsvm_pair(tmp_path: Path
     np.testing.assert_array_equal(X_test, [[0.2, 0.0], [0.0, 1.5]])
 
 
+@pytest.mark.slow
 def test_compare_prints_a_table_row_per_method(compare_run: Dict[str, object]) -> None:
     lines = str(compare_run["stdout"]).splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("Method"))
@@ -105,12 +109,14 @@ def test_compare_prints_a_table_row_per_method(compare_run: Dict[str, object]) -
         assert 0.0 <= accuracy <= 1.0
 
 
+@pytest.mark.slow
 def test_compare_prints_time_ratios(compare_run: Dict[str, object]) -> None:
     stdout = str(compare_run["stdout"])
     assert "Time to target, VIJJ / SVGP + Scipy:" in stdout
     assert "Time to target, VIJJ / SVGP + Adam:" in stdout
 
 
+@pytest.mark.slow
 def test_compare_writes_png_and_json(compare_run: Dict[str, object]) -> None:
     out = Path(str(compare_run["out"]))
     png, js = out / "comparison.png", out / "comparison.json"
@@ -128,6 +134,7 @@ def test_compare_writes_png_and_json(compare_run: Dict[str, object]) -> None:
         assert {"test_accuracy", "test_nll", "elbo"} <= set(rows[-1]), method
 
 
+@pytest.mark.slow
 def test_compare_methods_learn_something(compare_run: Dict[str, object]) -> None:
     result = json.loads((Path(str(compare_run["out"])) / "comparison.json").read_text())
     for method in METHODS:
@@ -185,6 +192,7 @@ def test_the_cli_and_its_help_load_no_tensorflow() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_subpackages_are_reachable_as_attributes_of_a_fresh_import() -> None:
     """``fv.training.svi_plan`` works whatever was imported before; unknown names still fail."""
     code = (
@@ -254,6 +262,7 @@ def test_methods_reach_run_comparison(tmp_path: Path, monkeypatch, capsys) -> No
     assert "Time to target, PolyaGammaSVGP / SVGP + NatGrad + Adam:" in out
 
 
+@pytest.mark.slow
 def test_inducing_sweep_prints_a_row_per_placement_and_m(capsys) -> None:
     """`gpflow-fastvi inducing banana`, small: every placement trains, and the greedy selection's
     trace term is below random rows' (it shrinks exactly that)."""

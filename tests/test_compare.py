@@ -200,6 +200,7 @@ def test_methods_keep_their_order_without_repeats() -> None:
     assert check_methods(methods) == (NATGRAD_NAME, VITAYLOR_NAME, PG_NAME)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", [VITAYLOR_NAME, PG_NAME, NATGRAD_NAME])
 def test_new_method_runs_and_traces_from_time_zero(method: str, rng: np.random.Generator) -> None:
     """Each method the CLI tests do not train, alone, on a tiny problem for 0.5 s."""

@@ -49,6 +49,7 @@ def two_devices():
     return _result(_run("two-devices"))
 
 
+@pytest.mark.slow
 def test_each_replica_sums_its_half_of_the_points(two_devices):
     counts = two_devices["rows_per_replica"]
     assert two_devices["replicas"] == 2
@@ -59,6 +60,7 @@ def test_each_replica_sums_its_half_of_the_points(two_devices):
     assert two_devices["site_rule_rows"] == [[0, 150], [1, 151]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["VIJJ", "VITaylor", "KLCorrected", "PolyaGammaSVGP", "VIConcave"])
 def test_a_model_built_in_the_scope_agrees_with_one_device(two_devices, name):
     checks = two_devices["models"][name]
@@ -67,6 +69,7 @@ def test_a_model_built_in_the_scope_agrees_with_one_device(two_devices, name):
         assert difference < AGREE, (what, difference)
 
 
+@pytest.mark.slow
 def test_a_stream_and_fits_strategy_argument_agree_with_one_device(two_devices):
     assert two_devices["unwhitened_mini_batch_loss_and_gradient"] < AGREE
     assert two_devices["batched_fit"] < AGREE
@@ -76,6 +79,7 @@ def test_a_stream_and_fits_strategy_argument_agree_with_one_device(two_devices):
     assert "another tf.distribute strategy" in two_devices["other_strategy_error"]
 
 
+@pytest.mark.slow
 def test_gpflows_set_trainable_and_checkpoints_work_under_a_strategy(two_devices):
     # GPflow's Scipy and a Keras Adam loop, called outside the scope, agree with one device.
     assert two_devices["gpflow_scipy"] < AGREE and two_devices["gpflow_adam"] < AGREE
@@ -93,6 +97,7 @@ def _free_ports(count):
     return ports
 
 
+@pytest.mark.slow
 def test_two_worker_processes_agree_with_one():
     ports = [str(p) for p in _free_ports(2)]
     workers = [_run("worker", str(index), *ports) for index in range(2)]
@@ -115,6 +120,7 @@ def test_fit_refuses_a_strategy_that_is_not_one(data):
     assert model.distribute_strategy is None
 
 
+@pytest.mark.slow
 def test_the_replicas_benchmark_times_configurations_that_agree(tmp_path):
     """``python -m experiments.replicas`` (small): every configuration is timed, and the pass's
     objective and the SVI steps' last ELBO agree across them."""

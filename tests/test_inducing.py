@@ -157,6 +157,7 @@ def regression_data(rng):
     return X, np.sin(2 * X) + 0.3 * rng.standard_normal(X.shape)
 
 
+@pytest.mark.slow
 def test_titsias_scheme_reaches_sgprs_joint_optimum(regression_data):
     """θ by L-BFGS-B then σ² in closed form, repeated: SGPR's bound never falls and ends where
     GPflow's Scipy, optimising θ and σ² together, ends."""

@@ -163,6 +163,7 @@ def _fixed_point_run(model: KLCorrected, calls: int, passes: int = 1) -> list:
     return [float(step()) for _ in range(calls)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["full", "sparse"])
 def test_newton_e_step_reaches_the_papers_fixed_point_in_a_few_steps(rng, form):
     """
@@ -331,6 +332,7 @@ def test_fit_runs_em_with_one_trace_row_per_iteration_and_never_lowers_the_bound
         assert objective[-1] <= float(bound_now) + 1e-10
 
 
+@pytest.mark.slow
 def test_gpflow_scipy_on_the_training_loss_reaches_the_fit(small_data):
     """Every evaluation of training_loss takes E-steps, so GPflow's Scipy ends where fit does."""
     fitted = KLCorrected(small_data, _kernel())

@@ -50,6 +50,7 @@ def _heart_like(N: int = 270, D: int = 13, seed: int = 0) -> str:
     return "\n".join(",".join(f"{v!r}" for v in x) + f",{label}" for x, label in zip(X, y)) + "\n"
 
 
+@pytest.mark.slow
 def test_a_short_run_writes_json_table_and_figure(tmp_path: Path, fake_benchmark) -> None:
     data_dir = fake_benchmark("heart", {"raetsch_bsvm/Processed_Heart.data": _heart_like()})
     out = tmp_path / "out"

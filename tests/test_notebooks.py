@@ -7,6 +7,9 @@ import matplotlib
 import matplotlib.pyplot
 import pytest
 
+# Each tutorial trains on real data for tens of seconds: part of the slow tier as well.
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.pct.py"))
 

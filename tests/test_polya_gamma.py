@@ -63,6 +63,7 @@ def test_elbo_lies_below_svgp_elbo_and_log_marginal_likelihood(rng):
     assert pg_elbo < svgp_elbo < log_py
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("whiten", [True, False])
 def test_full_batch_rho_one_reaches_vijj(binary_data, whiten):
     """Coordinate ascent (full batch, ρ = 1, fixed θ) converges to VIJJ's q(u), ξ = c and bound."""
@@ -154,6 +155,7 @@ def test_fit_accepts_tf_data_datasets(binary_data):
         fv.fit(make_pg(binary_data), batched, batch_size=5)
 
 
+@pytest.mark.slow
 def test_an_svgp_training_script_runs_with_the_class_name_changed(binary_data):
     """GPflow's SVGP recipe: Adam on training_loss_closure over trainable_variables."""
     X, Y = binary_data

@@ -22,10 +22,18 @@ from .test_contract import FACTORIES
 LOGIT = dict(invlink=tf.sigmoid)
 
 
+_FITTED = {}
+
+
 def _fitted(model_class, data, **options):
-    model = FACTORIES[model_class](data, data[0][::5].copy())
-    fv.fit(model, data, max_iter=3, **options)
-    return model
+    """The model after three iterations of fit, a fresh copy at each call: the fit is deterministic,
+    so it runs once per model class, data set and options, and no test sees another's changes."""
+    key = (model_class, data[0].tobytes(), data[1].tobytes(), tuple(sorted(options.items())))
+    if key not in _FITTED:
+        model = FACTORIES[model_class](data, data[0][::5].copy())
+        fv.fit(model, data, max_iter=3, **options)
+        _FITTED[key] = model
+    return gpflow.utilities.deepcopy(_FITTED[key])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -312,6 +320,7 @@ PROPERTY_SETTINGS = settings(
 )
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(
     N=st.integers(3, 40),
@@ -343,6 +352,14 @@ def test_any_valid_problem_trains_and_predicts_in_range(model_class, N, D, M, la
     np.testing.assert_array_equal(Y, Y_before)
 
 
+def test_a_tiny_problem_in_another_encoding_trains_and_predicts_in_range(model_class):
+    """The fast tier's case of the property above: fewer points than features' worth, as many
+    inducing inputs as points, labels as booleans, inputs in float32."""
+    test_any_valid_problem_trains_and_predicts_in_range.hypothesis.inner_test(
+        model_class, N=4, D=3, M=4, labels="bool", dtype=np.float32, seed=1
+    )
+
+
 @PROPERTY_SETTINGS
 @given(
     values=st.lists(st.sampled_from([0.5, 2.0, -2.0, 3.0, np.nan]), min_size=1, max_size=4),
@@ -369,6 +386,7 @@ TARGETS = {
 }
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(
     model_class=st.sampled_from([fv.VITaylor, fv.KLCorrected]),
@@ -397,3 +415,10 @@ def test_any_log_concave_likelihood_and_batch_size_trains_and_predicts(
         assert np.all((mean >= 0) & (mean <= 1 + 1e-12))
     if likelihood == "Poisson":
         assert np.all(mean > 0)
+
+
+def test_poisson_counts_in_batches_with_a_remainder_train_as_in_one_batch():
+    """The fast tier's case of the property above: counts, seven points in batches of three."""
+    test_any_log_concave_likelihood_and_batch_size_trains_and_predicts.hypothesis.inner_test(
+        fv.VITaylor, "Poisson", N=7, batch_size=3, seed=2
+    )

@@ -55,6 +55,7 @@ def test_a_streamed_evaluation_equals_the_in_memory_one(data, name):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_fit_streams_a_dataset_to_the_in_memory_result(data):
     X, Y = data
     in_memory, streamed = (MODELS["VIJJ"](X[::10].copy(), len(X)) for _ in range(2))
@@ -121,6 +122,7 @@ def _peak(N):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_peak_memory_stays_flat_when_the_streamed_data_grow_tenfold():
     """
     2·10⁵ and then 2·10⁶ points of a lazily generated dataset, one evaluation (two passes and the

@@ -40,6 +40,7 @@ def counts(rng):
     return X, rng.poisson(np.exp(1.0 + np.sin(2.0 * X))).astype(float)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "likelihood",
     [gpflow.likelihoods.Bernoulli(**LOGIT), gpflow.likelihoods.Bernoulli()],
@@ -56,6 +57,7 @@ def test_sparse_form_reaches_svgps_optimum(rng, likelihood):
     assert np.all(np.diff(elbos) >= -1e-9 * abs(elbos[-1]))
 
 
+@pytest.mark.slow
 def test_sparse_form_reaches_svgps_optimum_for_poisson_counts(counts):
     X, Y = counts
     Z = X[::8].copy()
@@ -69,6 +71,7 @@ def test_sparse_form_reaches_svgps_optimum_for_poisson_counts(counts):
     assert np.all(np.diff(elbos) >= -1e-9 * abs(elbos[-1]))
 
 
+@pytest.mark.slow
 def test_full_form_reaches_vgps_optimum(rng):
     X, Y = make_binary_data(rng, N=100)
     model = fv.VIConcave((X, Y), _kernel())

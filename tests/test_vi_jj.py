@@ -112,7 +112,9 @@ def test_batched_model_equals_full_batch_model(binary_data, whiten):
 def test_whitened_and_unwhitened_models_predict_the_same(binary_data):
     white, plain = make_vijj(binary_data, whiten=True), make_vijj(binary_data, whiten=False)
     for model in (white, plain):  # from SVGP's start, N(0, I), which differs between the frames
-        tf.function(model.update_sites, autograph=False)(300)
+        step = tf.function(model.update_sites, autograph=False)
+        for _ in range(300):  # one step, traced once, run 300 times: 300 steps in one trace is slow
+            step(1)
     X_new = np.linspace(-2, 2, 7)[:, None].repeat(2, axis=1)
     for a, b in zip(white.predict_f(X_new), plain.predict_f(X_new)):
         np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-10)

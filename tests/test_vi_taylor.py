@@ -98,6 +98,7 @@ def test_logit_sites_are_finite_and_exact_where_gpflows_bernoulli_underflows():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_mean", [False, True])
 def test_gaussian_likelihood_gives_sgpr_exactly(rng, with_mean):
     X = rng.uniform(-3.0, 3.0, size=(80, 1))
@@ -150,6 +151,7 @@ def test_logit_expansion_points_converge_to_the_posterior_mean(binary_data):
     assert abs(float(model.elbo()) + float(model.training_loss())) < 5e-3 * abs(float(model.elbo()))
 
 
+@pytest.mark.slow
 def test_poisson_counts_match_svgp(rng):
     """Counts from a known GP: VITaylor's predictive log density ≈ SVGP + Poisson's."""
     X = np.sort(rng.uniform(0.0, 10.0, size=(300, 1)), axis=0)
