@@ -27,7 +27,7 @@ this module                                    the constructor; GPflow's trainin
 """
 
 import abc
-from typing import Any, Callable, ClassVar, Optional, Tuple
+from typing import Any, ClassVar, Optional, Tuple
 
 import gpflow
 import numpy as np
@@ -50,7 +50,8 @@ from ..validation import (
     signed_labels,
     targets_for_likelihood,
 )
-from .data_form import DataFirstForm, DataHoldingForm, looks_like_data
+from .data_form import DataFirstForm, DataHoldingForm
+from .protocol import Data
 from .step_sizes import FULL_DATA_STEPS
 
 
@@ -267,35 +268,9 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
 
         return self.where_factorisable(loss)
 
-    def training_loss_closure(
-        self, data: Any = None, *, compile: bool = True
-    ) -> Callable[[], tf.Tensor]:
-        """
-        :meth:`training_loss` as a closure for GPflow's optimisers, as
-        :meth:`gpflow.models.SVGP.training_loss_closure` builds it: ``data`` is ``(X, Y)`` (checked
-        and converted once, here), a ``tf.data.Dataset`` (all of it, streamed at every call), an
-        iterator of batches (a new batch at every call), or ``None`` for the data the model holds.
-        A model whose loop on such a closure was measured to end short of ``fit`` says so when
-        the closure is built (:meth:`~gpflow_fastvi.models.protocol.SiteModel.warn_if_closure_falls_short`).
-        """
-        self.warn_if_closure_falls_short(data)
-        if data is None or looks_like_data(data) or isinstance(data, tf.data.Dataset):
-            fixed = self.training_data(data)  # a dataset: every call streams all of it
-
-            def closure() -> tf.Tensor:
-                return self.training_loss(fixed)
-
-            return tf.function(closure, autograph=False) if compile else closure
-        batches = data
-        if not compile:
-            return lambda: self.training_loss(next(batches))
-        spec = getattr(
-            batches, "element_spec", None
-        )  # a tf.data iterator: one trace for all batches
-        step = tf.function(
-            self.training_loss, input_signature=None if spec is None else [spec], autograph=False
-        )
-        return lambda: step(next(batches))
+    def closure_data(self, data: Any) -> Data:
+        """The data a closure over all of them works on: :meth:`training_data`."""
+        return self.training_data(data)
 
     # ----------------------------------------------------------------------------------------------
     # The SVGP yardstick and predictions, exactly as in gpflow.models.SVGP.

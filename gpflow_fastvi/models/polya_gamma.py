@@ -156,14 +156,9 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
         """SVGP's own ELBO (the likelihood's quadrature) at the current q(u), ≥ :meth:`elbo`."""
         return gpflow.models.SVGP.elbo(self, self._require_data(data, "yardstick_elbo"))
 
-    def training_loss_closure(self, data: Any = None, *, compile: bool = True) -> Any:
-        """
-        SVGP's closure of :meth:`training_loss`, after a warning where this model's loop on it
-        was measured to end short of ``fit``
-        (:meth:`~gpflow_fastvi.models.protocol.SiteModel.warn_if_closure_falls_short`).
-        """
-        self.warn_if_closure_falls_short(data)
-        return super().training_loss_closure(data, compile=compile)
+    def closure_data(self, data: Any) -> RegressionData:
+        """The data a closure over all of them works on: ``(X, Y)``, checked once."""
+        return self.checked_training_data(self._require_data(data, "training_loss_closure"))
 
     def training_loss(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """

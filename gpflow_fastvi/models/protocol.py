@@ -34,7 +34,7 @@ meaning what it means in :class:`gpflow.models.SVGP`), so that the shared implem
 
 import abc
 import warnings
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional, Sequence, Tuple, Union
 
 import gpflow
 import tensorflow as tf
@@ -48,6 +48,12 @@ batches streamed once per pass."""
 
 SiteParameters = Tuple[tf.Tensor, ...]
 """The local parameters of a set of points' sites, each [N, 1] (ξ for Jaakkola–Jordan)."""
+
+
+def _is_all_the_data(data: Any) -> bool:
+    """Whether a closure's ``data`` are all the data (``None`` for the data the model holds, a
+    tuple, a ``tf.data.Dataset``) rather than an iterator of mini-batches."""
+    return data is None or isinstance(data, (tuple, list, tf.data.Dataset))
 
 
 class SiteModel(abc.ABC):
@@ -99,15 +105,57 @@ class SiteModel(abc.ABC):
         """
         return self.default_route
 
+    def training_loss_closure(
+        self, data: Any = None, *, compile: bool = True
+    ) -> Callable[[], tf.Tensor]:
+        """
+        ``training_loss`` as a closure for GPflow's optimisers, as
+        :meth:`gpflow.models.SVGP.training_loss_closure` builds it: ``data`` is all the data,
+        ``(X, Y)`` (checked and converted once, here, by :meth:`closure_data`) or what the model
+        accepts for them, or an iterator of mini-batches (a new batch at every call, one trace
+        for all of a ``tf.data`` iterator's batches). A model whose loop on such a closure was
+        measured to end short of ``fit`` says so when the closure is built
+        (:meth:`warn_if_closure_falls_short`).
+
+        Compiled without AutoGraph: the models' control flow is written with ``tf.cond`` and
+        ``tf.while_loop``, and AutoGraph's conversion of every function the loss calls cost
+        8 to 30 seconds at the first call.
+        """
+        self.warn_if_closure_falls_short(data)
+        if _is_all_the_data(data):
+            fixed = self.closure_data(data)
+
+            def closure() -> tf.Tensor:
+                return self.training_loss(fixed)
+
+            return tf.function(closure, autograph=False) if compile else closure
+        batches = data
+        if not compile:
+            return lambda: self.training_loss(next(batches))
+        spec = getattr(batches, "element_spec", None)  # a tf.data iterator: one trace for all
+        step = tf.function(
+            self.training_loss, input_signature=None if spec is None else [spec], autograph=False
+        )
+        return lambda: step(next(batches))
+
+    @abc.abstractmethod
+    def closure_data(self, data: Any) -> Any:
+        """All the data a closure of :meth:`training_loss_closure` works on, checked once."""
+
+    @abc.abstractmethod
+    def training_loss(self, data: Any = None) -> tf.Tensor:
+        """−(:meth:`objective` + log prior density) after the method's own step on q(u)."""
+
     def warn_if_closure_falls_short(self, data: Any) -> None:
         """
         Warn, once per closure, when this model's closure on ``data`` (all the data, or an
         iterator of mini-batches) is known to end short of ``fit``
         (:attr:`full_data_closure_shortfall`, :attr:`mini_batch_closure_shortfall`).
         """
-        is_full_data = data is None or isinstance(data, (tuple, list, tf.data.Dataset))
         shortfall = (
-            self.full_data_closure_shortfall if is_full_data else self.mini_batch_closure_shortfall
+            self.full_data_closure_shortfall
+            if _is_all_the_data(data)
+            else self.mini_batch_closure_shortfall
         )
         if shortfall:
             warnings.warn(shortfall, UserWarning, stacklevel=3)
