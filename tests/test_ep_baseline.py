@@ -114,6 +114,7 @@ def test_gradient_in_the_kernel_parameters_matches_finite_differences(rng):
     np.testing.assert_allclose(0.5 * np.sum(R * dK), numeric, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_classifier_trains_on_log_marginal_and_predicts(rng):
     X, Y = make_binary_data(rng, N=80)
     model = EPClassifier((X, Y), gpflow.kernels.SquaredExponential(lengthscales=[2.0, 2.0]))

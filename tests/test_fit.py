@@ -16,6 +16,7 @@ from .test_vi_jj import make_vijj
 
 
 @pytest.mark.parametrize("method", ["analytic", "full", "hybrid"])
+@pytest.mark.slow
 def test_every_method_raises_the_bound_and_records_rows(binary_data, method):
     model = make_vijj(binary_data)
     start = float(model.collapsed_bound().total)
@@ -51,6 +52,7 @@ def test_the_three_methods_reach_the_same_optimum_in_xi(binary_data):
     np.testing.assert_allclose(bounds, bounds[0], rtol=1e-7)
 
 
+@pytest.mark.slow
 def test_callback_values_join_the_rows_and_their_time_is_not_counted(binary_data):
     model = make_vijj(binary_data)
     X, Y = binary_data
@@ -308,6 +310,7 @@ def test_kept_site_parameters_give_the_steps_that_read_q_u_where_it_was_set(
         model.stepped_sites(1, dataset, site_parameters=accepted.site_parameters)
 
 
+@pytest.mark.slow
 def test_stepped_sites_objective_gradient_is_that_of_the_bound_maximised_over_xi(binary_data):
     """The envelope theorem behind the persistent route: at the optimal ξ, the θ-gradient of
     Ĵ(θ, ξ) with ξ held fixed is the derivative of max_ξ Ĵ(θ, ξ), here by central differences."""
@@ -329,6 +332,7 @@ def test_stepped_sites_objective_gradient_is_that_of_the_bound_maximised_over_xi
     np.testing.assert_allclose(gradient, (maximised(u + h) - maximised(u - h)) / (2 * h), rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_the_persistent_route_never_lowers_the_bound_and_beats_its_start(binary_data):
     model = make_vijj(binary_data)
     start = float(model.update_sites(2))
@@ -379,6 +383,7 @@ def test_fit_compiles_its_loss_once_however_many_iterations(binary_data, method,
     assert len(calls) == 1
 
 
+@pytest.mark.slow
 def test_validation_stop_records_the_held_out_nll_and_keeps_the_best_iterate(binary_data):
     X, Y = binary_data
     train, held_out = (X[:40], Y[:40]), (X[40:], Y[40:])
@@ -391,6 +396,7 @@ def test_validation_stop_records_the_held_out_nll_and_keeps_the_best_iterate(bin
     np.testing.assert_allclose(held_out_nll, nll.min(), rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_validation_stop_ends_the_run_when_the_held_out_nll_rises(binary_data):
     """Held-out points with their labels flipped: the better the fit, the worse their NLL, so
     the run stops after `validation_patience` iterations and keeps the first iterate."""

@@ -45,6 +45,7 @@ def test_chooses_rows_of_X_and_the_trace_falls_as_M_grows(inputs, kernel, criter
 
 
 @pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.slow
 def test_each_step_adds_the_row_that_most_reduces_the_trace(inputs, kernel, rng, weighted):
     """Brute force: at every step, the weighted trace with each remaining row added, computed directly."""
     w = rng.uniform(0.1, 2.0, size=len(inputs)) if weighted else None
@@ -96,6 +97,7 @@ def test_zero_weights_keep_the_choice_where_the_weight_is(inputs, kernel):
         assert np.all(Z[:, 0] > -1.0)  # within reach of the weighted half (lengthscale 0.9)
 
 
+@pytest.mark.slow
 def test_at_most_kmeans_trace_on_banana(banana_split):
     """The trace criterion against k-means's centres at equal M (banana, N = 4240)."""
     X = banana_split[0]
@@ -175,6 +177,7 @@ def test_titsias_scheme_reaches_sgprs_joint_optimum(regression_data):
     )
 
 
+@pytest.mark.slow
 def test_titsias_scheme_with_greedy_rounds_and_a_fixed_noise(regression_data):
     X, Y = regression_data
     first_rows = gpflow.models.SGPR((X, Y), gpflow.kernels.SquaredExponential(), X[:8].copy())

@@ -192,6 +192,7 @@ def test_newton_e_step_reaches_the_papers_fixed_point_in_a_few_steps(rng, form):
     np.testing.assert_allclose(float(newton.update_sites(1)), fixed, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_newton_e_step_is_exact_in_one_step_for_gaussian_noise(rng):
     # log Zₙ is quadratic in the cavity mean for a Gaussian likelihood: one Newton step is exact.
     X = rng.uniform(-2, 2, size=(25, 1))
@@ -239,6 +240,7 @@ def test_kl_corrected_bound_is_above_standard_and_equal_after_q_update(small_dat
 
 
 @pytest.mark.parametrize("bound", ["kl_corrected", "standard"])
+@pytest.mark.slow
 def test_bounds_and_yardstick_are_below_log_marginal_likelihood(rng, bound):
     X, Y = make_binary_data(rng, N=4)
     model = KLCorrected((X, Y), _kernel(), bound=bound, beta=2.0)
@@ -251,6 +253,7 @@ def test_bounds_and_yardstick_are_below_log_marginal_likelihood(rng, bound):
         assert value.numpy() < log_p
 
 
+@pytest.mark.slow
 def test_gaussian_noise_objective_is_gpr_and_sgpr_on_pseudo_targets(rng):
     X = rng.uniform(-2, 2, size=(25, 1))
     Y = np.sin(2 * X) + 0.2 * rng.normal(size=X.shape)
@@ -282,6 +285,7 @@ def test_gaussian_noise_objective_is_gpr_and_sgpr_on_pseudo_targets(rng):
         assert model.elbo().numpy() < log_p
 
 
+@pytest.mark.slow
 def test_sparse_form_with_inducing_inputs_at_the_data_equals_full_form(small_data):
     X, _ = small_data
     full = KLCorrected(small_data, _kernel())
@@ -318,6 +322,7 @@ def test_predictions_include_the_noise_of_f_around_f_bar(small_data):
 
 
 @pytest.mark.parametrize("bound", ["kl_corrected", "standard"])
+@pytest.mark.slow
 def test_fit_runs_em_with_one_trace_row_per_iteration_and_never_lowers_the_bound(small_data, bound):
     model = KLCorrected(small_data, _kernel(), bound=bound)
     trace = fit(model, method="em", max_iter=25, tol=0.0)
@@ -381,6 +386,7 @@ def test_signed_labels_give_the_same_model_and_inputs_are_not_modified(small_dat
     np.testing.assert_array_equal(Y_signed, 2.0 * Y - 1.0)
 
 
+@pytest.mark.slow
 def test_beta_is_fixed_unless_asked_for(small_data):
     fixed = KLCorrected(small_data, _kernel(), beta=2.0)
     assert not fixed.beta.trainable
@@ -393,6 +399,7 @@ def test_beta_is_fixed_unless_asked_for(small_data):
     assert trace.rows[-1]["objective"] > before
 
 
+@pytest.mark.slow
 def test_default_persistent_route_adopts_e_steps_with_their_optimal_q(small_data):
     """
     The default route ends with q(f̄) optimal for the adopted q(fₙ), where the standard bound at

@@ -140,6 +140,7 @@ def test_svi_step_is_traced_once_for_any_batch_size(binary_data):
     assert int(svi.iteration) == 5
 
 
+@pytest.mark.slow
 def test_fit_accepts_tf_data_datasets(binary_data):
     X, Y = binary_data
     model = make_pg(binary_data)
@@ -170,6 +171,7 @@ def test_an_svgp_training_script_runs_with_the_class_name_changed(binary_data):
     assert mean.shape == (60, 1)
 
 
+@pytest.mark.slow
 def test_mini_batch_svi_trains_hyperparameters_and_predicts(binary_data):
     X, Y = binary_data
     model = make_pg(binary_data)
@@ -231,6 +233,7 @@ def test_bad_construction_and_data_raise_clear_errors(binary_data):
         fv.NaturalGradientSVI(make_pg(binary_data), step_size=1.5)
 
 
+@pytest.mark.slow
 def test_labels_minus_one_plus_one_give_the_same_step(binary_data):
     X, Y = binary_data
     a, b = make_pg(binary_data), make_pg(binary_data)

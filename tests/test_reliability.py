@@ -71,6 +71,7 @@ def test_a_likelihood_of_unknown_concavity_is_accepted_with_a_warning():
 # Prediction: the factorisation training used, inputs checked like training inputs.
 
 
+@pytest.mark.slow
 def test_prediction_and_elbo_survive_where_gpflows_fixed_jitter_fails(model_class, data):
     """Repeated inducing inputs and a huge kernel variance: Kmm needs more than GPflow's jitter."""
     X, Y = data
@@ -94,6 +95,7 @@ def test_prediction_and_elbo_survive_where_gpflows_fixed_jitter_fails(model_clas
 
 
 @pytest.mark.parametrize("full_cov, full_output_cov", [(True, False), (False, True), (True, True)])
+@pytest.mark.slow
 def test_full_covariances_are_svgps(model_class, data, full_cov, full_output_cov):
     model = _fitted(model_class, data)
     svgp = gpflow.models.SVGP(
@@ -198,6 +200,7 @@ def test_fit_settings_out_of_range_are_errors_naming_them(data, settings_, name)
 @pytest.mark.parametrize(
     "model_class", [c for c in ALL_MODELS if issubclass(c, fv.GaussianSitesModel)]
 )
+@pytest.mark.slow
 def test_batch_size_changes_memory_not_the_answer(model_class, data):
     """Site statistics accumulated over batches (any b, a remainder included) are the same sums."""
     X, Y = data
@@ -292,6 +295,7 @@ def test_a_step_that_goes_non_finite_is_undone_and_named(data):
     assert model.kernel.variance.numpy() == variances[1]
 
 
+@pytest.mark.slow
 def test_an_interrupted_fit_returns_the_trace_so_far_and_a_usable_model(model_class, data):
     model = FACTORIES[model_class](data, data[0][::5].copy())
     seen = []
@@ -352,6 +356,7 @@ def test_any_valid_problem_trains_and_predicts_in_range(model_class, N, D, M, la
     np.testing.assert_array_equal(Y, Y_before)
 
 
+@pytest.mark.slow
 def test_a_tiny_problem_in_another_encoding_trains_and_predicts_in_range(model_class):
     """The fast tier's case of the property above: fewer points than features' worth, as many
     inducing inputs as points, labels as booleans, inputs in float32."""
@@ -417,6 +422,7 @@ def test_any_log_concave_likelihood_and_batch_size_trains_and_predicts(
         assert np.all(mean > 0)
 
 
+@pytest.mark.slow
 def test_poisson_counts_in_batches_with_a_remainder_train_as_in_one_batch():
     """The fast tier's case of the property above: counts, seven points in batches of three."""
     test_any_log_concave_likelihood_and_batch_size_trains_and_predicts.hypothesis.inner_test(

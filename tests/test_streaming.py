@@ -37,6 +37,7 @@ def _dataset(data, batch=64):
 
 
 @pytest.mark.parametrize("name", MODELS)
+@pytest.mark.slow
 def test_a_streamed_evaluation_equals_the_in_memory_one(data, name):
     X, Y = data
     model = MODELS[name](X[::10].copy(), len(X))

@@ -83,6 +83,7 @@ def test_full_form_reaches_vgps_optimum(rng):
     assert np.all(np.diff(elbos) >= -1e-9 * abs(elbos[-1]))
 
 
+@pytest.mark.slow
 def test_the_papers_coordinate_wise_sweeps_reach_the_same_optimum(rng):
     """The paper's own algorithm (rank-one updates of V, Newton on m) and VIConcave's steps on
     the shared core find the same q(f) = N(m, V) of the full GP: the fixed point is the ELBO's."""
@@ -102,6 +103,7 @@ def test_the_papers_coordinate_wise_sweeps_reach_the_same_optimum(rng):
     np.testing.assert_allclose(reached.lam, -2.0 * dv, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_halving_the_step_is_what_keeps_the_bound_from_falling(rng, monkeypatch):
     """Large counts from the prior: the undamped fixed-point step overshoots (exp(m + v/2) grows
     fast) and lowers the ELBO; with halvings no step does."""
@@ -144,6 +146,7 @@ def test_sites_touch_the_expected_log_likelihood(rng):
     assert np.all(sites.w.numpy() >= 0)
 
 
+@pytest.mark.slow
 def test_fit_trains_the_hyperparameters_on_the_elbo(rng):
     X, Y = make_binary_data(rng, N=150)
     model = fv.VIConcave((X, Y), _kernel(), inducing_variable=X[::10].copy())
@@ -163,7 +166,9 @@ def test_refuses_likelihoods_that_are_not_log_concave():
         fv.VIConcave(_kernel(), gpflow.likelihoods.Softmax(3), np.zeros((3, 1)), num_data=10)
 
 
-@pytest.mark.parametrize("streamed", [False, True], ids=["in_memory", "streamed"])
+@pytest.mark.parametrize(
+    "streamed", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["in_memory", "streamed"]
+)
 def test_objective_and_its_gradient_are_svgps_at_the_q_reached(rng, streamed):
     """
     The objective's gradient in θ goes through the sites of the steps' last pass (in memory) or

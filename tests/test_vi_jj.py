@@ -79,6 +79,7 @@ def test_analytic_site_updates_never_lower_the_bound(binary_data):
         previous = current
 
 
+@pytest.mark.slow
 def test_an_update_at_the_optimum_changes_nothing(binary_data):
     model = make_vijj(binary_data)
     model.update_sites(200)
@@ -88,6 +89,7 @@ def test_an_update_at_the_optimum_changes_nothing(binary_data):
 
 
 @pytest.mark.parametrize("whiten", [True, False])
+@pytest.mark.slow
 def test_batched_model_equals_full_batch_model(binary_data, whiten):
     full = make_vijj(binary_data, whiten=whiten)
     batched = make_vijj(binary_data, whiten=whiten, batch_size=16)
@@ -109,6 +111,7 @@ def test_batched_model_equals_full_batch_model(binary_data, whiten):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_whitened_and_unwhitened_models_predict_the_same(binary_data):
     white, plain = make_vijj(binary_data, whiten=True), make_vijj(binary_data, whiten=False)
     for model in (white, plain):  # from SVGP's start, N(0, I), which differs between the frames
@@ -201,6 +204,7 @@ def test_int_inducing_variable_places_kmeans_centres(binary_data):
     np.testing.assert_allclose(Z, fv.kmeans_inducing_points(X, 7), rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_float32_works(binary_data):
     X, Y = binary_data
     with gpflow.config.as_context(gpflow.config.Config(float=np.float32, jitter=1e-5)):
@@ -293,6 +297,7 @@ def test_caller_arrays_are_never_modified(binary_data):
     ],
     ids=["VIJJ", "VITaylor-logit"],
 )
+@pytest.mark.slow
 def test_elbo_stays_finite_where_gpflows_bernoulli_takes_log_zero(binary_data, model_class):
     """
     With prior standard deviation ≈ 45, GPflow's Gauss–Hermite nodes reach f ≈ 340, where its

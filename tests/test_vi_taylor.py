@@ -138,6 +138,7 @@ def test_gaussian_likelihood_with_z_equal_x_gives_gpr(rng):
     np.testing.assert_allclose(-bound, gpr.log_marginal_likelihood(), rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_logit_expansion_points_converge_to_the_posterior_mean(binary_data):
     model = fv.VITaylor(binary_data, gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]), 12)
     gpflow.set_trainable(model.kernel, False)
