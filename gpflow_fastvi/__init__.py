@@ -16,6 +16,7 @@ from ._version import __version__
 _PUBLIC = {
     "CholeskyError": ".exceptions",
     "IncompatibleLikelihoodError": ".exceptions",
+    "InvalidCallbackError": ".exceptions",
     "InvalidDataError": ".exceptions",
     "GaussianSitesModel": ".models",
     "KLCorrected": ".models",

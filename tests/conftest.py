@@ -44,6 +44,23 @@ def model_class(request):
     return request.param
 
 
+FAMILY_REPRESENTATIVES = ("VIJJ", "PolyaGammaSVGP")
+"""One model of each training family: closed-form passes over all the data, and SVI."""
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(c, marks=() if c.__name__ in FAMILY_REPRESENTATIVES else pytest.mark.slow)
+        for c in ALL_MODELS
+    ],
+    ids=lambda c: c.__name__,
+)
+def family_model_class(request):
+    """Every model class in the full suite; in the fast tier (``-m "not slow"``), one of each
+    training family, for facts of the training loops rather than of a model."""
+    return request.param
+
+
 @pytest.fixture
 def data(rng):
     """A small binary problem for the tests run over every model."""

@@ -265,9 +265,9 @@ def _raise(model):
     ids=["cholesky", "callback"],
 )
 def test_a_fault_mid_fit_leaves_the_model_at_the_last_good_iterate(
-    model_class, data, corrupt, error, message
+    family_model_class, data, corrupt, error, message
 ):
-    model = FACTORIES[model_class](data, data[0][::5].copy())
+    model = FACTORIES[family_model_class](data, data[0][::5].copy())
     seen = []
     with pytest.raises(error, match=message) as raised:
         fv.fit(model, data, max_iter=6, tol=0.0, callback=_corrupting_callback(2, corrupt, seen))

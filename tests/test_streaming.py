@@ -83,7 +83,7 @@ def test_datasets_that_cannot_be_streamed_get_clear_errors(data):
         fv.fit(model, _dataset((X.astype(np.float32), Y)))
     with pytest.raises(ValueError, match="needs the data as arrays"):
         fv.fit(model, _dataset(data), method="analytic")
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"in \{0, 1\}"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels outside \{0, 1\}"):
         model.update_sites(1, data=_dataset((X, 2 * Y - 1)))
 
 

@@ -7,6 +7,8 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
 import tensorflow as tf
 
+from ..exceptions import FAULT_MARK
+
 T = TypeVar("T")
 
 
@@ -164,7 +166,17 @@ def sum_over_dataset(
 
     @tf.custom_gradient
     def summed(*whole: tf.Tensor):
-        first = dataset.take(1).get_single_element()
+        first_or_none = iter(dataset.take(1)).get_next_as_optional()
+        in_replica = tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context()
+        empty = (
+            "A replica's share of the dataset held no batches: give the stream at least one "
+            "batch per replica."
+            if in_replica
+            else "The dataset yielded no batches: a pass needs at least one."
+        )
+        yielded = tf.debugging.Assert(first_or_none.has_value(), [FAULT_MARK + empty + FAULT_MARK])
+        with tf.control_dependencies([yielded]):
+            first = first_or_none.get_value()
         total = dataset.skip(1).reduce(
             flat_fn(first, *whole),
             lambda acc, batch: tuple(a + p for a, p in zip(acc, flat_fn(batch, *whole))),

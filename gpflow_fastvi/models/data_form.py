@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from ..exceptions import InvalidDataError
 from ..inducing import InducingSpec, make_inducing_variable
-from ..validation import checked_01_labels, checked_dataset, describe_container
+from ..validation import ZERO_ONE, checked_stream, describe_container, static_cardinality
 from .closed_form import ClosedFormSteps
 from .protocol import Data
 
@@ -102,10 +102,7 @@ class DataHoldingForm(ClosedFormSteps):
                 )
             return self.data
         if isinstance(data, tf.data.Dataset):
-            data = checked_dataset(data)
-            if isinstance(self.likelihood, gpflow.likelihoods.Bernoulli):
-                data = data.map(lambda X, Y: (X, checked_01_labels(Y)))
-            return data
+            return self.checked_pass_stream(data)
         if not looks_like_data(data):
             error = InvalidDataError if isinstance(data, (tuple, list)) else TypeError
             raise error(
@@ -113,6 +110,24 @@ class DataHoldingForm(ClosedFormSteps):
                 f"such batches; got {describe_container(data)}."
             )
         return self.checked_training_data(data)
+
+    def checked_pass_stream(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """
+        A dataset that every pass of this model reads to its end, checked as it streams
+        (:func:`~gpflow_fastvi.validation.checked_stream`: finite values, Bernoulli labels in
+        {0, 1}, the batch named; an endless stream of unknown length cut after ``num_data``
+        rows). One that repeats without end is refused here: a pass over it would never end.
+        """
+        if static_cardinality(dataset) == tf.data.INFINITE_CARDINALITY:
+            raise InvalidDataError(
+                f"The dataset repeats without end, and every pass of {type(self).__name__} reads "
+                "all the data: pass a finite dataset (without .repeat(), or with "
+                ".take(number_of_batches)). For mini-batch training of an endless stream use "
+                "PolyaGammaSVGP, or NaturalGradientSVI in a loop of your own."
+            )
+        binary = isinstance(self.likelihood, gpflow.likelihoods.Bernoulli)
+        num_data = None if self.num_data is None else int(self.num_data)
+        return checked_stream(dataset, ZERO_ONE if binary else (), num_data)
 
     def is_mini_batch_call(self, data: Data) -> bool:
         """Whether a call's data are a mini-batch (:meth:`is_mini_batch`); a dataset is all the

@@ -20,7 +20,13 @@ from ..gaussian import (
     sum_over_dataset,
     whitened_projection,
 )
-from ..validation import check_data, check_input_columns, is_symbolic, targets_for_likelihood
+from ..validation import (
+    check_data,
+    check_input_columns,
+    in_graph_check,
+    is_symbolic,
+    targets_for_likelihood,
+)
 from .protocol import Data, SiteModel
 
 
@@ -112,6 +118,17 @@ class DataPasses(SiteModel):
         each replica of :meth:`pass_strategy` summing its own share and one all-reduce. Gradients
         reach ``shared`` and the trainable variables either way.
         """
+        if isinstance(data, tf.data.Dataset) and self.num_data is not None:
+            return self._sum_over_counted_stream(fn, data, shared)
+        return self._sum_on_devices(fn, data, shared, batch_size)
+
+    def _sum_on_devices(
+        self,
+        fn: Callable[..., Any],
+        data: Data,
+        shared: Sequence[tf.Tensor] = (),
+        batch_size: Optional[int] = None,
+    ) -> Any:
         strategy = self.pass_strategy()
         if strategy is not None:
             return sum_over_replicas(
@@ -120,6 +137,34 @@ class DataPasses(SiteModel):
         if isinstance(data, tf.data.Dataset):
             return sum_over_dataset(fn, data, shared)
         return sum_over_batches(fn, data, batch_size, shared)
+
+    def _sum_over_counted_stream(
+        self, fn: Callable[..., Any], dataset: tf.data.Dataset, shared: Sequence[tf.Tensor]
+    ) -> Any:
+        """
+        :meth:`sum_over_data` of a stream, with its rows counted in the same pass and checked
+        against ``num_data``: a stream that yields another number of rows than the model was
+        built for fails with a sentence that says both
+        (:func:`~gpflow_fastvi.validation.in_graph_check`). The count is a sum in the default
+        float, exact up to 2²⁴ rows in float32.
+        """
+        dtype = gpflow.config.default_float()
+
+        def counted(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> Any:
+            return fn(X, Y, *rest), tf.cast(tf.shape(X)[0], dtype)
+
+        total, rows = self._sum_on_devices(counted, dataset, shared)
+        num_data = tf.cast(self.num_data, dtype)
+        check = in_graph_check(
+            tf.abs(rows - num_data) < 0.5,
+            "The dataset yielded",
+            tf.cast(rows, tf.int64),
+            "rows in a pass, where num_data is",
+            tf.cast(num_data, tf.int64),
+            "(build the model with the number of rows the dataset yields).",
+        )
+        with tf.control_dependencies([check]):
+            return tf.nest.map_structure(tf.identity, total)
 
     def sum_over_projected_rows(
         self,

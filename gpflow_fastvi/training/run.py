@@ -17,7 +17,7 @@ import tensorflow as tf
 from tqdm import TqdmWarning
 from tqdm.auto import tqdm
 
-from ..exceptions import CholeskyError
+from ..exceptions import CholeskyError, InvalidCallbackError, InvalidDataError, graph_fault
 from ..validation import (
     check_data,
     check_input_columns,
@@ -212,6 +212,8 @@ class Reporter:
     ):
         self.model, self.trace, self.stop, self.bar = model, trace, stop, bar
         self.callback, self.validation = callback, validation
+        # Where a fault of the data puts the model back: every iterate may have seen them.
+        self.before_fit = Snapshot(model)
         self.last_good = Snapshot(model)  # the state the model returns to if an iteration fails
         self.elapsed = 0.0
         self.previous: Optional[float] = None  # the last iteration's objective
@@ -223,14 +225,26 @@ class Reporter:
         seconds = time.perf_counter() - self.started
         self.elapsed += seconds
         row = self._record(objective, validation_nll)
-        if self.callback is not None:
-            row.update(self.callback(self.model) or {})
+        row.update(self._called_back(row["iteration"]))
         budget = self.stop.time_budget
         self.bar.update(1 if budget is None else min(seconds, budget - self.bar.n))
         self.bar.set_postfix(iteration=row["iteration"], objective=f"{objective:.6g}")
         self.trace.stop_reason = self._stop_reason(objective, row["iteration"])
         self.started = time.perf_counter()
         return not self.trace.stop_reason
+
+    def _called_back(self, iteration: int) -> Mapping[str, Any]:
+        """What the callback (if any) returned for the row: a mapping, or nothing for ``None``."""
+        extra = self.callback(self.model) if self.callback is not None else None
+        if extra is None:
+            return {}
+        if not isinstance(extra, Mapping):
+            raise InvalidCallbackError(
+                "A fit callback returns None or a mapping of extra row entries, such as "
+                f"{{'accuracy': 0.93}}; after iteration {iteration} it returned "
+                f"{type(extra).__name__} {extra!r:.60}."
+            )
+        return extra
 
     def _record(self, objective: float, validation_nll: Optional[float]) -> Dict[str, Any]:
         """The iteration's row, appended to the trace, after the finiteness check; the snapshot
@@ -292,11 +306,32 @@ def _iterate_restoring(plan: TrainingPlan, report: Reporter) -> Optional[str]:
             if trace.rows
             else "The model was left as it was before fit."
         )
+        data_fault = _data_fault(error)
+        if data_fault is not None:
+            report.before_fit.restore()
+            raise InvalidDataError(
+                f"{data_fault} The model was left as it was before fit."
+            ) from None
         if isinstance(error, tf.errors.InvalidArgumentError) and "Cholesky" in str(error):
             raise CholeskyError(f"{cholesky_hint(error.message)} {where}") from None
+        if isinstance(error, InvalidCallbackError):
+            raise InvalidCallbackError(f"{error} {where}") from None
         if isinstance(error, FloatingPointError):
             raise FloatingPointError(f"{error} {where}") from error
         raise
+
+
+def _data_fault(error: BaseException) -> Optional[str]:
+    """
+    What was wrong with the data, if ``error`` says so: an :class:`InvalidDataError` raised
+    where a stream is read, or the sentence of an in-graph check of a batch
+    (:func:`~gpflow_fastvi.validation.in_graph_check`) from the TensorFlow error it raised.
+    """
+    if isinstance(error, InvalidDataError):
+        return str(error)
+    if isinstance(error, tf.errors.InvalidArgumentError):
+        return graph_fault(error.message)
+    return None
 
 
 def cholesky_hint(message: str) -> str:

@@ -34,7 +34,7 @@ from ..validation import (
     batch_tensors,
     check_data,
     check_input_columns,
-    checked_dataset,
+    checked_stream,
     positive_int,
     targets_for_likelihood,
 )
@@ -236,18 +236,50 @@ def _batches_from_dataset(
     if not isinstance(spec, (tuple, list)) or len(spec) != 2:
         raise InvalidDataError("The dataset must yield pairs (X, Y).")
     rank = spec[0].shape.rank
+    num_data = int(model.num_data)
+    expected_rows = num_data  # in each pass over the stream
     if rank == 1:
         if batch_size is None:
             raise ValueError("The dataset yields single points: give batch_size to batch them.")
         dataset = dataset.batch(int(batch_size), drop_remainder=True)
+        expected_rows -= num_data % int(batch_size)  # the points of the last, partial batch
     elif rank != 2:
         raise InvalidDataError(f"The dataset must yield X of rank 1 or 2; got rank {rank}.")
     elif batch_size is not None:
         raise ValueError("The dataset is already batched; leave batch_size out.")
-    dataset = checked_dataset(dataset)  # pairs (X [b, D], Y [b, 1]) of the default float
+    binary = isinstance(model.likelihood, gpflow.likelihoods.Bernoulli)
+    dataset = checked_stream(dataset, ((0.0, 1.0), (-1.0, 1.0)) if binary else ())
     cardinality = int(dataset.cardinality())
     per_epoch = cardinality if cardinality > 0 else None
-    return iter(dataset.repeat().prefetch(tf.data.AUTOTUNE)), per_epoch
+    stream = _epochs(dataset.prefetch(tf.data.AUTOTUNE), num_data, expected_rows)
+    return stream, per_epoch
+
+
+def _epochs(
+    dataset: tf.data.Dataset, num_data: int, expected_rows: int
+) -> Iterator[Tuple[tf.Tensor, tf.Tensor]]:
+    """
+    The batches of ``dataset`` over and over, with its rows counted: a stream that ends with no
+    batches, or whose first pass yields another number of rows than ``expected_rows`` (from
+    ``num_data``, which scales every mini-batch's ELBO), raises an :class:`InvalidDataError`
+    when it ends. An endless stream is never counted.
+    """
+    first = True
+    while True:
+        rows = 0
+        for X, Y in dataset:
+            rows += int(X.shape[0])
+            yield X, Y
+        if rows == 0:
+            raise InvalidDataError("The dataset yielded no batches: a pass needs at least one.")
+        if first and rows != expected_rows:
+            dropped = "" if expected_rows == num_data else f", {expected_rows} in whole batches"
+            raise InvalidDataError(
+                f"The dataset yielded {rows} rows in a pass, where num_data is {num_data}"
+                f"{dropped} (build the model with the number of rows the dataset yields: "
+                "num_data scales every mini-batch's ELBO)."
+            )
+        first = False
 
 
 def svi_plan(
