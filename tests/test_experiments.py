@@ -4,7 +4,7 @@ import importlib
 
 import pytest
 
-EXPERIMENTS = ("concave", "swap", "routes", "profile", "replicas", "soak")
+EXPERIMENTS = ("concave", "swap", "routes", "profile", "replicas", "soak", "stream_checks")
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
