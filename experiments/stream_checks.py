@@ -1,8 +1,9 @@
 """
 What the checks of a streamed pass cost: one evaluation of the persistent route (the objective
-after three closed-form site steps, and its gradient) of a model fed a ``tf.data.Dataset``, with the checks ``fit`` makes
-on every batch and on the stream (finite values, labels, the row count against ``num_data``:
-:func:`~gpflow_fastvi.validation.checked_stream`) and without them, in the same process.
+after three closed-form site steps, and its gradient) of a model fed a ``tf.data.Dataset``, with
+the checks ``fit`` makes on every batch and on the stream (finite values, labels, the row count
+against ``num_data``: :func:`~gpflow_fastvi.stream_validation.checked_stream`) and without them,
+in the same process.
 
 ``python -m experiments.stream_checks [n] [m] [--batch B] [--repeats R]`` (defaults n = 100,000,
 m = 100, B = 10,000, R = 7) builds :class:`~gpflow_fastvi.VIJJ` with SVGP's signature on the
@@ -22,7 +23,7 @@ from gpflow_fastvi import VIJJ
 from gpflow_fastvi.benchmarks.arg_types import positive, whole_number
 from gpflow_fastvi.benchmarks.scaling import NUM_FEATURES, synthetic_data
 from gpflow_fastvi.models.step_sizes import FULL_DATA_STEPS
-from gpflow_fastvi.validation import checked_dataset
+from gpflow_fastvi.stream_validation import checked_dataset
 
 
 def _model(X: np.ndarray, m: int) -> VIJJ:

@@ -41,6 +41,7 @@ _SUBPACKAGES = (
     "inducing",
     "models",
     "sites",
+    "stream_validation",
     "training",
     "types",
     "validation",

@@ -13,7 +13,6 @@ sees).
 """
 
 import warnings
-import weakref
 from typing import Any, Optional, Tuple, overload
 
 import gpflow
@@ -21,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes
 
-from .exceptions import FAULT_MARK, IncompatibleLikelihoodError, InvalidDataError
+from .exceptions import IncompatibleLikelihoodError, InvalidDataError
 
 # --------------------------------------------------------------------------------------------------
 # Arrays
@@ -94,32 +93,6 @@ def batch_tensors(batch: Any) -> Tuple[tf.Tensor, tf.Tensor]:
     elif Y.dtype != dtype:
         raise InvalidDataError(f"Y must have dtype {dtype.__name__}; got {Y.dtype.name}.")
     return X, Y
-
-
-def checked_dataset(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """
-    ``dataset`` if it yields pairs ``(X [b, D], Y [b, 1])`` of GPflow's default float, batches
-    of rows; otherwise an :class:`InvalidDataError` that says what it yields instead. Values are
-    checked as they stream (targets by the site rules' in-graph checks).
-    """
-    spec = dataset.element_spec
-    if not isinstance(spec, tuple) or len(spec) != 2:
-        raise InvalidDataError(f"The dataset must yield pairs (X, Y); it yields {spec}.")
-    dtype = gpflow.config.default_float()
-    for name, part, columns in (("X", spec[0], None), ("Y", spec[1], 1)):
-        if not isinstance(part, tf.TensorSpec) or part.shape.rank != 2:
-            raise InvalidDataError(
-                f"The dataset must yield batches: {name} of rank 2 ([b, ...]); got {part}. "
-                "Batch it first, e.g. dataset.batch(10_000)."
-            )
-        if part.dtype != dtype:
-            raise InvalidDataError(
-                f"The dataset's {name} must have dtype {dtype.__name__}; got {part.dtype.name}. "
-                f"Cast it first, e.g. dataset.map(lambda X, Y: (tf.cast(X, tf.float64), ...))."
-            )
-        if columns is not None and part.shape[1] not in (None, columns):
-            raise InvalidDataError(f"The dataset's Y must have shape [b, 1]; got {part.shape}.")
-    return dataset
 
 
 @overload
@@ -222,120 +195,6 @@ def check_num_data(num_data: Any, rows: int) -> int:
 
 # --------------------------------------------------------------------------------------------------
 # Labels and targets
-
-
-LabelSets = Tuple[Tuple[float, ...], ...]
-"""The label encodings a stream's targets may use, each a tuple of values: a batch is valid if
-all its labels lie in one of them. Empty: no label check (targets that are not labels)."""
-
-ZERO_ONE: LabelSets = ((0.0, 1.0),)
-"""GPflow's Bernoulli convention."""
-
-
-def in_graph_check(condition: tf.Tensor, *sentence: Any) -> tf.Operation:
-    """
-    A check of values that only a compiled function sees (the later batches of a stream): if
-    ``condition`` is false it fails with ``sentence``, whose parts (strings, and numbers as
-    tensors in between) are marked (:data:`~gpflow_fastvi.exceptions.FAULT_MARK`) for
-    :func:`gpflow_fastvi.fit` to raise as an :class:`~gpflow_fastvi.exceptions.InvalidDataError`
-    without TensorFlow's graph trace (:func:`~gpflow_fastvi.exceptions.graph_fault`). The
-    numbers are not formatted into a string where the check passes: that cost 0.45 ms a batch.
-    TensorFlow prints a quote in a string part escaped: leave quotes out of the sentence.
-    """
-    first, *middle, last = sentence
-    return tf.debugging.Assert(condition, [FAULT_MARK + first, *middle, last + FAULT_MARK])
-
-
-def _describe(labels: LabelSets) -> str:
-    sets = [("{" + ", ".join(f"{v:g}" for v in values) + "}") for values in labels]
-    return " or ".join(sets)
-
-
-def checked_stream(
-    dataset: tf.data.Dataset, labels: LabelSets = (), num_data: Optional[int] = None
-) -> tf.data.Dataset:
-    """
-    ``dataset`` (batches ``(X [b, D], Y [b, 1])``, its structure checked by
-    :func:`checked_dataset`) with the checks that NumPy makes on arrays made on every batch as it
-    streams, each failing with a sentence that names the batch (:func:`in_graph_check`): X and Y
-    finite, the labels in one of the encodings ``labels``. A stream of unknown length is cut one
-    batch after ``num_data`` rows, if given, so that an endless one cannot hold a pass forever
-    (:meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_data` then finds more rows than
-    ``num_data`` and says so). The checks cost a pass over each batch's values, next to a
-    kernel matrix of b × M.
-    """
-
-    def check(number: tf.Tensor, batch: Tuple[tf.Tensor, tf.Tensor]) -> Tuple[tf.Tensor, ...]:
-        X, Y = batch
-        batch_number = number + 1
-        checks = [
-            in_graph_check(
-                tf.reduce_all(tf.math.is_finite(X)),
-                "Batch",
-                batch_number,
-                "of the dataset has NaN or inf in X.",
-            ),
-            in_graph_check(
-                tf.reduce_all(tf.math.is_finite(Y)),
-                "Batch",
-                batch_number,
-                "of the dataset has NaN or inf in Y.",
-            ),
-        ]
-        if labels:
-            valid = [
-                tf.reduce_all(tf.reduce_any(Y[..., None] == tf.constant(values, Y.dtype), -1))
-                for values in labels
-            ]
-            checks.append(
-                in_graph_check(
-                    tf.reduce_any(tf.stack(valid)),
-                    "Batch",
-                    batch_number,
-                    f"of the dataset has labels outside {_describe(labels)}"
-                    + (
-                        " (map labels y in {-1, +1} to (y + 1) / 2)." if labels == ZERO_ONE else "."
-                    ),
-                )
-            )
-        with tf.control_dependencies(checks):
-            return tf.identity(X), tf.identity(Y)
-
-    if dataset in _CHECKED_STREAMS:  # already checked: a pass inside a compiled function
-        return dataset
-    dataset = checked_dataset(dataset)
-    if num_data is not None and static_cardinality(dataset) is None:
-        bound = tf.constant(int(num_data), tf.int64)
-        dataset = (
-            dataset.scan(
-                tf.constant(0, tf.int64),
-                lambda rows, batch: (
-                    rows + tf.shape(batch[0], out_type=tf.int64)[0],
-                    (rows, batch),
-                ),
-            )
-            .take_while(lambda rows_before, batch: rows_before <= bound)
-            .map(lambda rows_before, batch: batch)
-        )
-    checked = dataset.enumerate().map(check).prefetch(1)
-    _CHECKED_STREAMS.add(checked)
-    return checked
-
-
-_CHECKED_STREAMS: "weakref.WeakSet[tf.data.Dataset]" = weakref.WeakSet()
-"""The streams :func:`checked_stream` returned, so that checking one again returns it as it is."""
-
-
-def static_cardinality(dataset: tf.data.Dataset) -> Optional[int]:
-    """
-    The number of batches ``dataset`` yields, ``tf.data.INFINITE_CARDINALITY`` (−1) if it
-    repeats without end, or ``None`` where that is not known before it is read (a filter, a
-    generator) or not known here (inside a compiled function).
-    """
-    cardinality = tf.get_static_value(dataset.cardinality())
-    if cardinality is None or cardinality == tf.data.UNKNOWN_CARDINALITY:
-        return None
-    return int(cardinality)
 
 
 def one_of(value: Any, choices: Tuple[str, ...], name: str) -> str:

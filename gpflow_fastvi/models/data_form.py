@@ -14,7 +14,8 @@ import tensorflow as tf
 
 from ..exceptions import InvalidDataError
 from ..inducing import InducingSpec, make_inducing_variable
-from ..validation import ZERO_ONE, checked_stream, describe_container, static_cardinality
+from ..stream_validation import ZERO_ONE, checked_stream, static_cardinality
+from ..validation import describe_container
 from .closed_form import ClosedFormSteps
 from .protocol import Data
 
@@ -114,9 +115,10 @@ class DataHoldingForm(ClosedFormSteps):
     def checked_pass_stream(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """
         A dataset that every pass of this model reads to its end, checked as it streams
-        (:func:`~gpflow_fastvi.validation.checked_stream`: finite values, Bernoulli labels in
-        {0, 1}, the batch named; an endless stream of unknown length cut after ``num_data``
-        rows). One that repeats without end is refused here: a pass over it would never end.
+        (:func:`~gpflow_fastvi.stream_validation.checked_stream`: finite values, Bernoulli
+        labels in {0, 1}, the batch named; an endless stream of unknown length cut after
+        ``num_data`` rows). One that repeats without end is refused here: a pass over it would
+        never end.
         """
         if static_cardinality(dataset) == tf.data.INFINITE_CARDINALITY:
             raise InvalidDataError(

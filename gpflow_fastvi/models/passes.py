@@ -20,13 +20,8 @@ from ..gaussian import (
     sum_over_dataset,
     whitened_projection,
 )
-from ..validation import (
-    check_data,
-    check_input_columns,
-    in_graph_check,
-    is_symbolic,
-    targets_for_likelihood,
-)
+from ..stream_validation import in_graph_check
+from ..validation import check_data, check_input_columns, is_symbolic, targets_for_likelihood
 from .protocol import Data, SiteModel
 
 
@@ -116,7 +111,8 @@ class DataPasses(SiteModel):
         Σ of ``fn(*rows, *shared)``, a nest of sums over rows, over the data: arrays whose rows go
         together (in batches of ``batch_size``, or at once), or a stream of (X, Y) batches; with
         each replica of :meth:`pass_strategy` summing its own share and one all-reduce. Gradients
-        reach ``shared`` and the trainable variables either way.
+        reach ``shared`` and the trainable variables either way. The rows of a stream are counted
+        in the same pass and checked against ``num_data`` (:meth:`_sum_over_counted_stream`).
         """
         if isinstance(data, tf.data.Dataset) and self.num_data is not None:
             return self._sum_over_counted_stream(fn, data, shared)
@@ -129,6 +125,7 @@ class DataPasses(SiteModel):
         shared: Sequence[tf.Tensor] = (),
         batch_size: Optional[int] = None,
     ) -> Any:
+        """:meth:`sum_over_data` without the row count: on the devices of :meth:`pass_strategy`."""
         strategy = self.pass_strategy()
         if strategy is not None:
             return sum_over_replicas(
@@ -145,7 +142,7 @@ class DataPasses(SiteModel):
         :meth:`sum_over_data` of a stream, with its rows counted in the same pass and checked
         against ``num_data``: a stream that yields another number of rows than the model was
         built for fails with a sentence that says both
-        (:func:`~gpflow_fastvi.validation.in_graph_check`). The count is a sum in the default
+        (:func:`~gpflow_fastvi.stream_validation.in_graph_check`). The count is a sum in the default
         float, exact up to 2²⁴ rows in float32.
         """
         dtype = gpflow.config.default_float()

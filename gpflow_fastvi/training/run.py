@@ -325,7 +325,7 @@ def _data_fault(error: BaseException) -> Optional[str]:
     """
     What was wrong with the data, if ``error`` says so: an :class:`InvalidDataError` raised
     where a stream is read, or the sentence of an in-graph check of a batch
-    (:func:`~gpflow_fastvi.validation.in_graph_check`) from the TensorFlow error it raised.
+    (:func:`~gpflow_fastvi.stream_validation.in_graph_check`) from the TensorFlow error it raised.
     """
     if isinstance(error, InvalidDataError):
         return str(error)

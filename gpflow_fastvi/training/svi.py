@@ -30,11 +30,11 @@ from ..distribution import (
 from ..exceptions import InvalidDataError
 from ..models import SiteModel
 from ..models.step_sizes import AVERAGED_POINTS, mini_batch_step_size
+from ..stream_validation import checked_stream
 from ..validation import (
     batch_tensors,
     check_data,
     check_input_columns,
-    checked_stream,
     positive_int,
     targets_for_likelihood,
 )
