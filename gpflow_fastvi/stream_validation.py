@@ -134,7 +134,7 @@ def checked_stream(
             .take_while(lambda rows_before, batch: rows_before <= bound)
             .map(lambda rows_before, batch: batch)
         )
-    checked = dataset.enumerate().map(check).prefetch(1)
+    checked = dataset.enumerate().map(check)
     _CHECKED_STREAMS.add(checked)
     return checked
 
