@@ -39,6 +39,13 @@ from .gaussian.batching import sum_over_batches, sum_over_dataset
 T = TypeVar("T")
 
 
+EMPTY_SHARD = (
+    "A replica's share of the dataset held no batches: give the stream at least one batch per "
+    "replica."
+)
+"""What a pass under a strategy says when one replica's share of a stream is empty."""
+
+
 def strategy_in_scope() -> Optional[tf.distribute.Strategy]:
     """The strategy of the enclosing ``strategy.scope()``, or ``None`` outside every scope."""
     return tf.distribute.get_strategy() if tf.distribute.has_strategy() else None
@@ -236,7 +243,8 @@ def sum_over_replicas(
         if rows:
             result = sum_over_batches(fn, _replica_block(tensors, num_replicas), batch_size, whole)
         else:
-            result = sum_over_dataset(fn, _replica_shard(data, num_replicas), whole)
+            shard = _replica_shard(data, num_replicas)
+            result = sum_over_dataset(fn, shard, whole, empty=EMPTY_SHARD)
         if not structure:
             structure.append(result)
         return tf.nest.flatten(result), None

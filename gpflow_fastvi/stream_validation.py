@@ -48,6 +48,12 @@ all its labels lie in one of them. Empty: no label check (targets that are not l
 ZERO_ONE: LabelSets = ((0.0, 1.0),)
 """GPflow's Bernoulli convention."""
 
+ZERO_ONE_OR_SIGNS: LabelSets = ((0.0, 1.0), (-1.0, 1.0))
+"""Either binary encoding, as :func:`~gpflow_fastvi.validation.checked_signed_labels` takes them."""
+
+NO_BATCHES = "The dataset yielded no batches: a pass needs at least one."
+"""What a pass over a stream with no batches says."""
+
 
 def in_graph_check(condition: tf.Tensor, *sentence: Any) -> tf.Operation:
     """
@@ -66,6 +72,10 @@ def in_graph_check(condition: tf.Tensor, *sentence: Any) -> tf.Operation:
 def _describe(labels: LabelSets) -> str:
     sets = [("{" + ", ".join(f"{v:g}" for v in values) + "}") for values in labels]
     return " or ".join(sets)
+
+
+_CHECKED_STREAMS: "weakref.WeakSet[tf.data.Dataset]" = weakref.WeakSet()
+"""The streams :func:`checked_stream` returned, so that checking one again returns it as it is."""
 
 
 def checked_stream(
@@ -87,17 +97,12 @@ def checked_stream(
         batch_number = number + 1
         checks = [
             in_graph_check(
-                tf.reduce_all(tf.math.is_finite(X)),
+                tf.reduce_all(tf.math.is_finite(values)),
                 "Batch",
                 batch_number,
-                "of the dataset has NaN or inf in X.",
-            ),
-            in_graph_check(
-                tf.reduce_all(tf.math.is_finite(Y)),
-                "Batch",
-                batch_number,
-                "of the dataset has NaN or inf in Y.",
-            ),
+                f"of the dataset has NaN or inf in {name}.",
+            )
+            for name, values in (("X", X), ("Y", Y))
         ]
         if labels:
             valid = [
@@ -137,10 +142,6 @@ def checked_stream(
     checked = dataset.enumerate().map(check)
     _CHECKED_STREAMS.add(checked)
     return checked
-
-
-_CHECKED_STREAMS: "weakref.WeakSet[tf.data.Dataset]" = weakref.WeakSet()
-"""The streams :func:`checked_stream` returned, so that checking one again returns it as it is."""
 
 
 def static_cardinality(dataset: tf.data.Dataset) -> Optional[int]:

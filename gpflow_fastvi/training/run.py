@@ -5,6 +5,7 @@ iteration cap, a time budget, a held-out set that stops improving), and the mode
 its last good state when an iteration fails or is interrupted.
 """
 
+import copy
 import re
 import sys
 import time
@@ -214,7 +215,9 @@ class Reporter:
         self.callback, self.validation = callback, validation
         # Where a fault of the data puts the model back: every iterate may have seen them.
         self.before_fit = Snapshot(model)
-        self.last_good = Snapshot(model)  # the state the model returns to if an iteration fails
+        # The state the model returns to if an iteration fails: the start until one succeeds
+        # (each success gives it a new list of values; the start's list is never written to).
+        self.last_good = copy.copy(self.before_fit)
         self.elapsed = 0.0
         self.previous: Optional[float] = None  # the last iteration's objective
         self.small_changes = 0  # iterations in a row whose objective changed by at most tol

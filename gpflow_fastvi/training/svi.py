@@ -30,7 +30,7 @@ from ..distribution import (
 from ..exceptions import InvalidDataError
 from ..models import SiteModel
 from ..models.step_sizes import AVERAGED_POINTS, mini_batch_step_size
-from ..stream_validation import checked_stream
+from ..stream_validation import NO_BATCHES, ZERO_ONE_OR_SIGNS, checked_stream
 from ..validation import (
     batch_tensors,
     check_data,
@@ -248,7 +248,7 @@ def _batches_from_dataset(
     elif batch_size is not None:
         raise ValueError("The dataset is already batched; leave batch_size out.")
     binary = isinstance(model.likelihood, gpflow.likelihoods.Bernoulli)
-    dataset = checked_stream(dataset, ((0.0, 1.0), (-1.0, 1.0)) if binary else ())
+    dataset = checked_stream(dataset, ZERO_ONE_OR_SIGNS if binary else ())
     cardinality = int(dataset.cardinality())
     per_epoch = cardinality if cardinality > 0 else None
     stream = _epochs(dataset.prefetch(tf.data.AUTOTUNE), num_data, expected_rows)
@@ -271,7 +271,7 @@ def _epochs(
             rows += int(X.shape[0])
             yield X, Y
         if rows == 0:
-            raise InvalidDataError("The dataset yielded no batches: a pass needs at least one.")
+            raise InvalidDataError(NO_BATCHES)
         if first and rows != expected_rows:
             dropped = "" if expected_rows == num_data else f", {expected_rows} in whole batches"
             raise InvalidDataError(
