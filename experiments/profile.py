@@ -62,7 +62,9 @@ def profile_sites_model(
 ) -> Dict[str, float]:
     """Seconds of each piece of one persistent-route evaluation of ``model_class``."""
     logit = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
-    model = model_class((X, Y), _kernel(), likelihood=logit, inducing_variable=X[:m].copy())
+    model = model_class(
+        (X, Y), _kernel(), likelihood=logit, inducing_variable=X[:m].copy(), train_inducing=False
+    )
     model.update_sites(2)  # sites away from their start, as during training
     # The local parameters the persistent route keeps from the last accepted iterate, and a
     # trial θ of L-BFGS-B a step away from it.
@@ -124,7 +126,7 @@ def profile_svi_steps(X: np.ndarray, Y: np.ndarray, m: int) -> Dict[str, float]:
     cycle = iter(range(10**9))
 
     logit = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
-    polya_gamma = PolyaGammaSVGP(_kernel(), logit, Z.copy(), num_data=len(X))
+    polya_gamma = PolyaGammaSVGP(_kernel(), logit, Z.copy(), num_data=len(X), train_inducing=False)
     svi = NaturalGradientSVI(polya_gamma)
 
     svgp = gpflow.models.SVGP(_kernel(), logit, Z.copy(), num_data=len(X))

@@ -66,6 +66,7 @@ def _model(model_class: Any, X: np.ndarray, m: int, strategy: Optional[Any], **o
             gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid),
             X[:m].copy(),
             num_data=len(X),
+            train_inducing=False,
             **options,
         )
 

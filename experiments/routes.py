@@ -46,6 +46,7 @@ def run_route(
         make_kernel(X_train.shape[1]),
         likelihood=make_likelihood(),
         inducing_variable=Z.copy(),
+        train_inducing=False,
     )
     metrics = metrics_function(model, model.elbo, X_test, Y_test)
     trace = fit(model, method=route, time_budget=budget, callback=lambda _: metrics())

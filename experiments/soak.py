@@ -77,7 +77,9 @@ def soak(
     steps_per_iteration = max(1, min(1000, svi_steps // 100))
     runs: Dict[str, tuple] = {
         "PolyaGammaSVGP": (
-            PolyaGammaSVGP(make_kernel(D), make_likelihood(), Z.copy(), num_data=N),
+            PolyaGammaSVGP(
+                make_kernel(D), make_likelihood(), Z.copy(), num_data=N, train_inducing=False
+            ),
             dict(
                 batch_size=min(batch, N),
                 steps_per_iteration=steps_per_iteration,
@@ -86,7 +88,7 @@ def soak(
             steps_per_iteration,
         ),
         "VIJJ": (
-            VIJJ(make_kernel(D), make_likelihood(), Z.copy(), num_data=N),
+            VIJJ(make_kernel(D), make_likelihood(), Z.copy(), num_data=N, train_inducing=False),
             dict(method="analytic", max_iter=collapsed_iterations),
             1,
         ),

@@ -31,7 +31,7 @@ def _model(X: np.ndarray, m: int) -> VIJJ:
         lengthscales=np.full(NUM_FEATURES, NUM_FEATURES**0.5)
     )
     likelihood = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
-    return VIJJ(kernel, likelihood, X[:m].copy(), num_data=len(X))
+    return VIJJ(kernel, likelihood, X[:m].copy(), num_data=len(X), train_inducing=False)
 
 
 def _unchecked(model: VIJJ) -> VIJJ:

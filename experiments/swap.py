@@ -173,7 +173,9 @@ def compare_loops(
         for loop in (name for name in LOOPS if name in loops):
             runs = []
             for run in range(repeats if loop in STOCHASTIC_LOOPS else 1):
-                model = MODELS[model_name](make_kernel(D), make_likelihood(), Z.copy(), num_data=N)
+                model = MODELS[model_name](
+                    make_kernel(D), make_likelihood(), Z.copy(), num_data=N, train_inducing=False
+                )
                 start = time.perf_counter()
                 train(
                     model,

@@ -15,9 +15,11 @@ from ._version import __version__
 
 _PUBLIC = {
     "CholeskyError": ".exceptions",
+    "DivergenceWarning": ".exceptions",
     "IncompatibleLikelihoodError": ".exceptions",
     "InvalidCallbackError": ".exceptions",
     "InvalidDataError": ".exceptions",
+    "NotConvergedWarning": ".exceptions",
     "GaussianSitesModel": ".models",
     "KLCorrected": ".models",
     "PolyaGammaSVGP": ".models",

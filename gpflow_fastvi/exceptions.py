@@ -26,6 +26,15 @@ class CholeskyError(GPflowFastVIError, ArithmeticError):
     """A matrix could not be Cholesky-factorised, even after adding the largest jitter allowed."""
 
 
+class DivergenceWarning(UserWarning):
+    """``fit`` stopped a run that diverged (an objective no approximation of log p(y) can reach,
+    or an SVGP ELBO that collapsed) and put the model back to the best iterate it passed through."""
+
+
+class NotConvergedWarning(UserWarning):
+    """``fit`` reached its default cap on iterations before its convergence test was met."""
+
+
 FAULT_MARK = "¦"
 """What encloses the sentence of a check that runs inside a compiled function (a later batch of a
 stream), so that :func:`graph_fault` can find it in TensorFlow's error message."""

@@ -10,6 +10,7 @@ import gpflow
 import numpy as np
 from scipy.cluster.vq import kmeans2
 
+from .distribution import set_trainable
 from .exceptions import InvalidDataError
 from .validation import as_float_array, inducing_inputs, one_of, positive_int
 
@@ -58,6 +59,28 @@ def make_inducing_variable(
             f"got shape {list(Z.shape)}."
         )
     return gpflow.inducing_variables.InducingPoints(Z)
+
+
+def set_inducing_trainable(
+    inducing_variable: gpflow.inducing_variables.InducingVariables,
+    train_inducing: Optional[bool],
+    *,
+    given_as_variable: bool,
+    full: bool = False,
+) -> None:
+    """
+    Whether a model's optimiser moves its inducing inputs, as a constructor's ``train_inducing``
+    says: ``True`` or ``False`` as given; ``None`` as :class:`gpflow.models.SVGP` does, which
+    trains them, except that an inducing variable the user built (``given_as_variable``) keeps
+    the flags it has, and the full GP (``full``: Z = X, u = f(X)) keeps them fixed.
+    """
+    if train_inducing is None:
+        if given_as_variable:
+            return
+        train_inducing = not full
+    elif not isinstance(train_inducing, (bool, np.bool_)):
+        raise TypeError(f"train_inducing must be True, False or None; got {train_inducing!r}.")
+    set_trainable(inducing_variable, bool(train_inducing))
 
 
 GREEDY_CRITERIA = ("trace", "variance")

@@ -124,10 +124,40 @@ def test_mini_batch_elbo_is_unbiased(binary_data):
     np.testing.assert_allclose(np.mean(batches), model.elbo(binary_data), rtol=1e-10)
 
 
-def test_mini_batch_plans_have_no_convergence_test_and_full_batch_plans_do(binary_data):
+def test_mini_batch_plans_have_no_tolerance_test_and_full_batch_plans_do(binary_data):
     # Mini-batch ELBO estimates are noisy: a tolerance on them would stop runs at random.
     assert fv.training.svi_plan(make_pg(binary_data), binary_data, batch_size=10).tol == 0.0
     assert fv.training.svi_plan(make_pg(binary_data), binary_data).tol > 0.0
+
+
+def test_the_plateau_schedule_halves_the_steps_at_each_plateau_and_then_stops(binary_data):
+    """Passes that raise the estimate keep the steps; three flat passes halve ρ and Adam's rate;
+    after the last halving a plateau is convergence."""
+    svi = fv.NaturalGradientSVI(make_pg(binary_data), step_size=0.4, learning_rate=0.1)
+    plateau = fv.training.svi.Plateau(svi, points=10_000)  # progress: a rise of more than 1 nat
+    rising = [-500.0, -400.0, -300.0]
+    assert not any(plateau.after_pass(e) for e in rising) and float(svi.step_scale) == 1.0
+    flat = [-300.5, -299.5, -299.2]
+    assert not any(plateau.after_pass(e) for e in flat)  # three flat passes: halve
+    assert float(svi.step_scale) == 0.5
+    assert float(svi.rho(0) * svi.step_scale) == pytest.approx(0.2)
+    assert float(svi.optimizer.learning_rate) == pytest.approx(0.05)
+    passes = fv.training.svi.PLATEAU_PATIENCE * fv.training.svi.PLATEAU_HALVINGS
+    ended = [plateau.after_pass(-299.0) for _ in range(passes)]
+    assert ended == [False] * (passes - 1) + [True]
+    assert float(svi.step_scale) == 0.5**fv.training.svi.PLATEAU_HALVINGS
+
+
+@pytest.mark.slow
+def test_mini_batch_svi_converges_by_itself_to_the_full_batch_answer(rng):
+    """With its defaults the mini-batch route ends by the plateau schedule, not a cap, near the
+    answer of full-batch steps."""
+    data = make_binary_data(rng, N=2000)
+    full, mini = make_pg(data, M=20), make_pg(data, M=20)
+    fv.fit(full, data, batch_size=len(data[0]))
+    trace = fv.fit(mini, data, batch_size=100)
+    assert trace.stop_reason == "converged" and len(trace) < fv.training.svi.MAX_PASSES
+    assert float(mini.elbo(data)) == pytest.approx(float(full.elbo(data)), abs=5e-3 * 2000)
 
 
 def test_svi_step_is_traced_once_for_any_batch_size(binary_data):

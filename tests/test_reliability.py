@@ -4,6 +4,8 @@ Reliability, one test per class of fault rather than per case: what each kind of
 leaves behind. ``docs/guarantees.md`` states the same promises for users.
 """
 
+import warnings
+
 import gpflow
 import numpy as np
 import pandas as pd
@@ -13,9 +15,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpflow_fastvi as fv
-from gpflow_fastvi.exceptions import CholeskyError, IncompatibleLikelihoodError, InvalidDataError
+from gpflow_fastvi.exceptions import (
+    CholeskyError,
+    DivergenceWarning,
+    IncompatibleLikelihoodError,
+    InvalidDataError,
+)
 from gpflow_fastvi.models import ALL_MODELS
 from gpflow_fastvi.training import TrainingPlan, run_plan
+from gpflow_fastvi.training.watch import Watch
 
 from .test_contract import FACTORIES
 
@@ -268,6 +276,7 @@ def test_a_fault_mid_fit_leaves_the_model_at_the_last_good_iterate(
     family_model_class, data, corrupt, error, message
 ):
     model = FACTORIES[family_model_class](data, data[0][::5].copy())
+    gpflow.set_trainable(model.inducing_variable, False)  # where the corruption stays put
     seen = []
     with pytest.raises(error, match=message) as raised:
         fv.fit(model, data, max_iter=6, tol=0.0, callback=_corrupting_callback(2, corrupt, seen))
@@ -428,3 +437,77 @@ def test_poisson_counts_in_batches_with_a_remainder_train_as_in_one_batch():
     test_any_log_concave_likelihood_and_batch_size_trains_and_predicts.hypothesis.inner_test(
         fv.VITaylor, "Poisson", N=7, batch_size=3, seed=2
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# A run that diverges is stopped, and fit never returns a model worse than one it passed through.
+
+
+def _watched_run(model, data, objectives, change):
+    """run_plan with fit's watch over a plan whose iteration k applies ``change(model, k)`` and
+    reports ``objectives[k]``."""
+    count = []
+
+    def step():
+        count.append(1)
+        change(model, len(count))
+        return objectives[len(count) - 1]
+
+    plan = TrainingPlan.from_step(step, max_iter=len(objectives), tol=0.0)
+    return run_plan(plan, model, method="step", watch=Watch(model, data))
+
+
+def test_an_impossible_objective_stops_the_run_at_the_best_iterate_with_a_warning(data):
+    """A bound above 0 for a Bernoulli likelihood is a divergence: the model goes back to the
+    iterate with the highest bound, and fit says so."""
+    model = FACTORIES[fv.VIJJ](data, data[0][::5].copy())
+
+    def grow(model, k):
+        model.kernel.variance.assign(float(k))
+
+    with pytest.warns(DivergenceWarning, match="diverged at iteration 3.*above 0.*iteration 2"):
+        trace = _watched_run(model, data, [-30.0, -25.0, 4.0, -20.0], grow)
+    assert trace.stop_reason == "diverged" and not trace.converged
+    assert len(trace) == 3 and trace.returned_iteration == 2
+    assert model.kernel.variance.numpy() == 2.0
+
+
+def test_an_approximation_is_watched_by_the_svgp_elbo(data):
+    """VITaylor's objective is not a bound: the run is watched by the SVGP ELBO, recorded in
+    each row, and a collapse of it stops the run however the objective moves."""
+    model = FACTORIES[fv.VITaylor](data, data[0][::5].copy())
+    fit_data = tuple(tf.constant(a) for a in data)
+    update = tf.function(lambda: model.update_sites(3, data=fit_data), autograph=False)
+
+    def wreck_at_3(model, k):
+        update()
+        if k == 3:  # a q(u) far from every sensible one
+            model.q_mu.assign(model.q_mu + 30.0)
+
+    with pytest.warns(DivergenceWarning, match="iteration 3: its SVGP ELBO fell"):
+        trace = _watched_run(model, data, [-40.0, -35.0, -30.0, -29.0], wreck_at_3)
+    assert trace.stop_reason == "diverged" and trace.returned_iteration == 2
+    elbos = trace.column("yardstick_elbo")
+    assert elbos[2] < elbos[1] - 0.01 * len(data[0])
+    np.testing.assert_allclose(float(model.elbo(data)), elbos[1], rtol=1e-10)
+
+
+def test_an_approximation_ends_at_its_best_yardstick_without_a_warning(data):
+    """A small fall of the SVGP ELBO is no divergence, but the model still ends at the best
+    iterate, which the trace names."""
+    model = FACTORIES[fv.VITaylor](data, data[0][::5].copy())
+    fit_data = tuple(tf.constant(a) for a in data)
+    update = tf.function(lambda: model.update_sites(3, data=fit_data), autograph=False)
+
+    def nudge_at_3(model, k):
+        update()
+        if k == 3:
+            model.q_mu.assign(model.q_mu * 0.9)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DivergenceWarning)
+        trace = _watched_run(model, data, [-40.0, -35.0, -34.0], nudge_at_3)
+    assert trace.stop_reason == "max_iter" and trace.returned_iteration == 2
+    elbos = trace.column("yardstick_elbo")
+    assert elbos[2] < elbos[1]
+    np.testing.assert_allclose(float(model.elbo(data)), elbos[1], rtol=1e-10)

@@ -121,7 +121,7 @@ def add_inducing(
     parser: argparse.ArgumentParser, default: int, *, aliases: Sequence[str] = ()
 ) -> None:
     """
-    ``--inducing``: M, the number of inducing inputs, placed at k-means centres and held fixed.
+    ``--inducing``: M, the number of inducing inputs, started at k-means centres.
     ``aliases`` are other spellings of the flag, for the scripts that have always taken them.
     """
     parser.add_argument(
@@ -130,7 +130,17 @@ def add_inducing(
         metavar="M",
         type=positive(int),
         default=default,
-        help=f"number of inducing inputs, fixed at k-means centres (default: {default})",
+        help=f"number of inducing inputs, started at k-means centres (default: {default})",
+    )
+
+
+def add_fixed_inducing(parser: argparse.ArgumentParser) -> None:
+    """``--fixed-inducing``: every method holds the inducing inputs at the k-means centres."""
+    parser.add_argument(
+        "--fixed-inducing",
+        action="store_true",
+        help="hold the inducing inputs fixed at the k-means centres for every method, the source "
+        "papers' protocol (default: every method trains them, as a GPflow user's SVGP does)",
     )
 
 
@@ -266,6 +276,7 @@ def add_compare_command(commands: Any) -> None:
         f"or 'all'. Quote the list, as the names hold spaces (default: {','.join(DEFAULT_METHODS)})",
     )
     add_inducing(compare, COMPARE_INDUCING)
+    add_fixed_inducing(compare)
     add_time_budget(compare, TIME_BUDGET, "per method")
     add_batch_size(compare, BATCH_SIZE, f"SVGP + Adam and SVGP + NatGrad + Adam; {_OWN_DEFAULT}")
     add_adam_lr(
@@ -352,6 +363,7 @@ def add_bench_commands(commands: Any) -> None:
     add_models(bench, BENCH_MODELS)
     add_data_dir(bench)
     add_inducing(bench, BENCH_INDUCING)
+    add_fixed_inducing(bench)
     add_time_budget(bench, TIME_BUDGET, "per method and run")
     add_repeats(bench, 1, "runs per set, seeds 0..R-1 (split, k-means, mini-batches)")
     bench.add_argument(

@@ -116,7 +116,9 @@ def _save(results: Dict[str, Any], out: PathLike) -> None:
     os.replace(partial, path)
 
 
-_COMPARABLE = ("num_inducing", "time_budget", "batch_size", "n_train", "n_test")
+_COMPARABLE = ("num_inducing", "time_budget", "batch_size", "n_train", "n_test", "train_inducing")
+"""The settings a run already in the results file must share with this one; a record without
+``train_inducing`` was made when every method held the inducing inputs fixed."""
 
 
 def run_bench(
@@ -131,6 +133,7 @@ def run_bench(
     adam_grid: Sequence[float] = ADAM_GRID,
     batch_size: int = BATCH_SIZE,
     progress: bool = False,
+    train_inducing: bool = True,
     log: Callable[[str], None] = lambda _: None,
 ) -> Dict[str, Any]:
     """
@@ -184,11 +187,12 @@ def run_bench(
                 "n_test": split.X_test.shape[0],
                 "d": split.X_train.shape[1],
                 "seed": repeat,
+                "train_inducing": train_inducing,
             }
             for method in methods:
                 previous = done.get((name, repeat, method))
                 if previous is not None and any(
-                    previous["settings"].get(key) != settings[key] for key in _COMPARABLE
+                    previous["settings"].get(key, False) != settings[key] for key in _COMPARABLE
                 ):
                     raise ValueError(
                         f"{os.path.join(out, RESULTS_FILE)} holds {method} on {name} (repeat "
@@ -238,6 +242,7 @@ def run_bench(
                 batch_size=batch_size,
                 seed=repeat,
                 progress=progress,
+                train_inducing=train_inducing,
                 on_method_done=finished,
             )
     _save(results, out)
@@ -261,6 +266,7 @@ def command(args: argparse.Namespace) -> int:
             adam_grid=args.adam_grid,
             batch_size=args.batch_size,
             progress=args.progress,
+            train_inducing=not args.fixed_inducing,
             log=lambda line: print(line, flush=True),
         )
     except KeyboardInterrupt:

@@ -37,10 +37,9 @@ from gpflow.models import GPModel
 from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from gpflow.utilities import triangular
 
-from ..distribution import set_trainable
 from ..exceptions import IncompatibleLikelihoodError
 from ..gaussian import kl_to_prior, whitened_q
-from ..inducing import InducingSpec
+from ..inducing import InducingSpec, set_inducing_trainable
 from ..types import Route
 from ..validation import (
     check_data,
@@ -141,7 +140,7 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         whiten: bool = True,
         num_data: Optional[int] = None,
         data: Optional[RegressionData] = None,
-        train_inducing: bool = False,
+        train_inducing: Optional[bool] = None,
         batch_size: Optional[int] = None,
         kmeans_seed: int = 0,
     ):
@@ -160,8 +159,11 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
             be all of it.
         :param data: ``(X, Y)`` with X [N, D] and Y [N, 1] for the SGPR-like form, in which the
             model holds its data. Copied; the caller's arrays are untouched.
-        :param train_inducing: optimise the inducing inputs with the hyperparameters. Off by default:
-            the papers keep them fixed at k-means centres.
+        :param train_inducing: whether training moves the inducing inputs with the
+            hyperparameters. ``None`` (the default) does what :class:`gpflow.models.SVGP` does:
+            inducing inputs given as an array or an int M are trained; a GPflow inducing variable
+            keeps its own ``trainable`` flags; the full GP (Z = X) keeps them fixed. ``False``
+            holds them where they start, as the source papers do.
         :param batch_size: accumulate the site statistics over batches of this many points, so that
             memory is O(batch_size · M) instead of O(N · M); ``None`` processes all points at once.
         """
@@ -189,6 +191,10 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
             num_data = check_num_data(num_data, X.shape[0])
         elif num_data is not None:
             num_data = positive_int(num_data, "num_data")
+        given_as_variable = isinstance(
+            inducing_variable, gpflow.inducing_variables.InducingVariables
+        )
+        full = X is not None and inducing_variable is None
         inducing_variable = self.resolve_inducing_variable(inducing_variable, X, kmeans_seed)
         super().__init__(kernel, likelihood, mean_function, num_latent_gps=1)
         # Decided once, eagerly: the link is checked numerically, which a traced elbo() cannot do.
@@ -196,7 +202,12 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         self.data = None if X is None else gpflow.models.util.data_input_to_tensor((X, Y))
         self.num_data = num_data
         self.inducing_variable = inducing_variable
-        set_trainable(self.inducing_variable, train_inducing)
+        set_inducing_trainable(
+            self.inducing_variable,
+            train_inducing,
+            given_as_variable=given_as_variable,
+            full=full,
+        )
         self.whiten = whiten
         self.batch_size = batch_size
         M = int(tf.shape(self.inducing_variable.Z)[0])

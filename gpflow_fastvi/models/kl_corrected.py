@@ -146,7 +146,7 @@ class KLCorrected(GaussianSitesModel):
         whiten: bool = True,
         num_data: Optional[int] = None,
         data: Optional[RegressionData] = None,
-        train_inducing: bool = False,
+        train_inducing: Optional[bool] = None,
         batch_size: Optional[int] = None,
         kmeans_seed: int = 0,
     ):

@@ -8,7 +8,7 @@ from gpflow.base import RegressionData
 
 from ..distribution import set_trainable
 from ..exceptions import IncompatibleLikelihoodError
-from ..inducing import make_inducing_variable
+from ..inducing import make_inducing_variable, set_inducing_trainable
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
 from ..types import Route, Sites
 from ..validation import check_logit_bernoulli, checked_signed_labels, positive_int
@@ -85,7 +85,7 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
         q_sqrt: Optional[tf.Tensor] = None,
         whiten: bool = True,
         num_data: Optional[int] = None,
-        train_inducing: bool = False,
+        train_inducing: Optional[bool] = None,
     ):
         """
         Arguments as for :class:`gpflow.models.SVGP`, with these restrictions and one addition:
@@ -94,9 +94,9 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
         :param num_latent_gps: must be 1 (binary classification).
         :param q_diag: must be ``False``: the natural-gradient step produces a full covariance.
         :param num_data: the number of training points, needed to scale mini-batch ELBOs.
-        :param train_inducing: optimise the inducing inputs with the hyperparameters. Off by
-            default, as for every model of the package (the papers keep them fixed); SVGP trains
-            them unless told otherwise, so pass ``True`` to keep an SVGP script's behaviour.
+        :param train_inducing: whether training moves the inducing inputs with the
+            hyperparameters: ``None`` (the default) as SVGP does (trained when given as an array;
+            a GPflow inducing variable keeps its own flags), ``False`` to hold them fixed.
         """
         check_logit_bernoulli(likelihood, "PolyaGammaSVGP's Pólya-Gamma augmentation")
         if num_latent_gps != 1 or isinstance(kernel, gpflow.kernels.MultioutputKernel):
@@ -122,7 +122,13 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
             whiten=whiten,
             num_data=num_data,
         )
-        set_trainable(self.inducing_variable, train_inducing)
+        set_inducing_trainable(
+            self.inducing_variable,
+            train_inducing,
+            given_as_variable=isinstance(
+                inducing_variable, gpflow.inducing_variables.InducingVariables
+            ),
+        )
         # q(u) is set by the method's closed-form steps (training_loss, fit), never by gradients.
         set_trainable(self.q_mu, False)
         set_trainable(self.q_sqrt, False)

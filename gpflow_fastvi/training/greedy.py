@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 import gpflow
 import tensorflow as tf
 
+from ..distribution import set_trainable
 from ..inducing import greedy_inducing_points
 from ..validation import check_data, positive_int
 from .plans import LBFGSStage, TrainingPlan
@@ -121,7 +122,28 @@ def alternate_with_greedy_selection(
     objective than every round before it; otherwise the model goes back to the best round's end
     (its inducing inputs, hyperparameters and q(u)) and the rounds stop there, with
     ``stop_reason`` ``"converged"``.
+
+    The inducing inputs are the selection's: each round trains with them held fixed (whatever the
+    model's ``train_inducing``), and their ``trainable`` flag is put back when the rounds end.
     """
+    Z_parameter = model.inducing_variable.Z
+    trainable = Z_parameter.trainable
+    set_trainable(Z_parameter, False)
+    try:
+        return _greedy_rounds(model, data, train, rounds, working_set_size, time_budget)
+    finally:
+        set_trainable(Z_parameter, trainable)
+
+
+def _greedy_rounds(
+    model: Any,
+    data: Any,
+    train: Callable[[Optional[float]], Any],
+    rounds: int,
+    working_set_size: Optional[int],
+    time_budget: Optional[float],
+) -> Any:
+    """The rounds of :func:`alternate_with_greedy_selection`."""
     rounds = positive_int(rounds, "greedy_rounds")
     if data is None:
         data = model.data

@@ -23,6 +23,7 @@ from .persistent import persistent_plan
 from .plans import TrainingPlan, alternating_plan
 from .run import Callback, Trace, ValidationStop, run_plan
 from .svi import svi_plan
+from .watch import Watch, training_points
 
 DRIVERS: Mapping[str, Callable[..., TrainingPlan]] = {
     "alternating": alternating_plan,
@@ -66,9 +67,12 @@ def fit(
         model that holds its data.
     :param max_iter: cap on outer iterations. ``None`` takes the route's default, or no cap at all
         when a ``time_budget`` is given: the budget (or convergence) ends the run.
-    :param tol: stop when the objective changes by at most ``tol · max(1, |objective|)`` between
-        outer iterations (for as many iterations in a row as the route's plan asks: one for the
-        paper's bursts, several for the persistent route, whose iterations are single steps).
+    :param tol: stop when the objective changes by at most ``tol`` nats per training point per
+        outer iteration (``tol · max(1, |objective|)`` when the number of points is not known),
+        on average over a window of iterations: one for the paper's bursts, ten for the
+        persistent route, whose iterations are single L-BFGS-B steps. The default is the
+        route's (5·10⁻⁵ for the persistent route, where the answer has stopped moving).
+        The mini-batch SVI route has its own test (:class:`~gpflow_fastvi.training.svi.Plateau`).
     :param time_budget: stop after the outer iteration during which this many seconds had passed.
     :param callback: called as ``callback(model)`` after every outer iteration; a returned mapping is
         merged into that iteration's row (e.g. test accuracy). Its time is not counted.
@@ -108,6 +112,17 @@ def fit(
     kernel's hyperparameters, then the noise variance in closed form, repeated; with
     ``greedy_rounds``, the paper's whole Algorithm 2.
 
+    **Divergence, and the model fit returns.** ``fit`` never returns a model worse than one it
+    passed through (:mod:`~gpflow_fastvi.training.watch`): for a model whose objective is a bound
+    the last iterate is the best; one whose objective is an approximation (VITaylor) is watched
+    by the SVGP ELBO after every iteration (recorded as ``yardstick_elbo`` in each row) and left
+    at the iteration where it was highest (:attr:`Trace.returned_iteration`). An objective no
+    approximation of log p(y) can reach (above 0 for a Bernoulli or Poisson likelihood), or an
+    SVGP ELBO that falls by more than 0.01 nats per point below its best, stops the run with
+    ``stop_reason`` ``"diverged"`` and a :class:`~gpflow_fastvi.exceptions.DivergenceWarning`.
+    A run that reaches the route's default ``max_iter`` before its convergence test warns
+    (:class:`~gpflow_fastvi.exceptions.NotConvergedWarning`).
+
     **Failures.** After every outer iteration the model's variables (hyperparameters and q(u))
     are copied. If a later iteration fails (a Cholesky factorisation that escalating jitter could
     not save, a non-finite objective or variable, an exception in the callback), the model is put
@@ -137,8 +152,12 @@ def fit(
         )
 
     def train(budget: Optional[float]) -> Trace:
+        plan = make_plan()
+        watch = (
+            Watch(model, data, exact=plan.exact_objective) if isinstance(model, SiteModel) else None
+        )
         return run_plan(
-            make_plan(),
+            plan,
             model,
             method=route_name,
             max_iter=max_iter,
@@ -147,6 +166,8 @@ def fit(
             callback=callback,
             progress=progress,
             validation=early_stop,
+            watch=watch,
+            points=training_points(model, data),
         )
 
     with scope:

@@ -37,12 +37,18 @@ class TrainingPlan(NamedTuple):
     max_iter: int
     """Default cap on outer iterations."""
     tol: float
-    """Default relative tolerance on the change of the objective between outer iterations."""
+    """Default tolerance on the change of the objective per outer iteration, in nats per training
+    point (:class:`~gpflow_fastvi.training.run.StopRule`)."""
     patience: int = 1
-    """How many outer iterations in a row must each change the objective by at most the
-    tolerance before the run counts as converged. One for plans whose outer iteration is a whole
-    optimiser run (a burst of L-BFGS-B); more where an outer iteration is a single quasi-Newton
-    step, of which an occasional one is tiny while the optimiser is far from converged."""
+    """The window of the convergence test, in outer iterations: the run has converged when the
+    objective has changed over the last ``patience`` iterations by at most ``patience`` times the
+    tolerance. One for plans whose outer iteration is a whole optimiser run (a burst of
+    L-BFGS-B); more where an outer iteration is a single quasi-Newton step, of which an
+    occasional one is tiny while the optimiser is far from converged."""
+    exact_objective: bool = True
+    """Whether the objective reported is the model's own at its state, rather than a mean of
+    mini-batch estimates (SVI), which :class:`~gpflow_fastvi.training.watch.Watch` checks for
+    impossible values only."""
 
     @classmethod
     def from_step(cls, step: Callable[[], float], max_iter: int, tol: float) -> "TrainingPlan":
@@ -254,7 +260,7 @@ def alternating_plan(
     maxfun: int,
     n_upd: int = 1,
     max_iter: int = 1000,
-    tol: float = 1e-5,
+    tol: float = 3e-6,
 ) -> TrainingPlan:
     """
     The alternating scheme of :cite:t:`izmailov2017faster` (Algorithm 1) and its variants, the

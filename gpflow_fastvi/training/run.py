@@ -10,15 +10,23 @@ import re
 import sys
 import time
 import warnings
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
 from tqdm import TqdmWarning
 from tqdm.auto import tqdm
 
-from ..exceptions import CholeskyError, InvalidCallbackError, InvalidDataError, graph_fault
+from ..exceptions import (
+    CholeskyError,
+    DivergenceWarning,
+    InvalidCallbackError,
+    InvalidDataError,
+    NotConvergedWarning,
+    graph_fault,
+)
 from ..validation import (
     check_data,
     check_input_columns,
@@ -28,6 +36,7 @@ from ..validation import (
 )
 from .plans import TrainingPlan
 from .snapshot import Snapshot
+from .watch import Watch
 
 Callback = Callable[[Any], Optional[Mapping[str, Any]]]
 """Called with the model after each outer iteration; may return a mapping of extra row entries."""
@@ -45,9 +54,15 @@ class Trace:
     iteration) and whatever the callback returned."""
     stop_reason: str = ""
     """``"converged"``, ``"max_iter"``, ``"time_budget"``, ``"validation"`` (the held-out NLL of
-    ``fit(validation=...)`` stopped improving), or the optimiser's own message when it stopped for
-    another reason (e.g. ``"L-BFGS-B: ..."``), or ``"interrupted"`` (Ctrl-C: the model is at the
-    last iteration in ``rows``)."""
+    ``fit(validation=...)`` stopped improving), ``"diverged"`` (the run reached an impossible
+    objective or its SVGP ELBO collapsed, :mod:`~gpflow_fastvi.training.watch`; ``fit`` warned),
+    or the optimiser's own message when it stopped for another reason (e.g.
+    ``"L-BFGS-B: ..."``), or ``"interrupted"`` (Ctrl-C: the model is at the last iteration in
+    ``rows``)."""
+    returned_iteration: Optional[int] = None
+    """The iteration (``rows[k]["iteration"]``) whose state ``fit`` left the model at: the last
+    row's unless the run diverged, the yardstick of a model whose objective is not a bound
+    (VITaylor) was higher at an earlier iteration, or a validation stop chose another."""
 
     @property
     def converged(self) -> bool:
@@ -97,13 +112,17 @@ class ValidationStop:
         )
         self.best = np.inf
         self.since_best = 0
+        self.iterations = 0
+        self.best_iteration = 0
         self._best_values: Optional[List[np.ndarray]] = None
 
     def __call__(self) -> float:
         """Record the current iteration; return its validation NLL."""
         nll = float(self._nll())
+        self.iterations += 1
         if nll < self.best:
             self.best, self.since_best = nll, 0
+            self.best_iteration = self.iterations
             self._best_values = [v.numpy() for v in self.model.variables]
         else:
             self.since_best += 1
@@ -114,11 +133,14 @@ class ValidationStop:
         """Whether ``patience`` iterations in a row have not improved on the best."""
         return self.since_best >= self.patience
 
-    def restore_best(self) -> None:
-        """Put every variable of the model back to its value at the best iteration."""
-        if self._best_values is not None and self.since_best > 0:
-            for variable, value in zip(self.model.variables, self._best_values):
-                variable.assign(value)
+    def restore_best(self) -> bool:
+        """Put every variable of the model back to its value at the best iteration; return
+        whether that moved it."""
+        if self._best_values is None or self.since_best == 0:
+            return False
+        for variable, value in zip(self.model.variables, self._best_values):
+            variable.assign(value)
+        return True
 
 
 def run_plan(
@@ -132,11 +154,14 @@ def run_plan(
     callback: Optional[Callback] = None,
     progress: bool = False,
     validation: Optional[ValidationStop] = None,
+    watch: Optional[Watch] = None,
+    points: Optional[int] = None,
 ) -> Trace:
     """
     Run ``plan``'s outer iterations as :func:`~gpflow_fastvi.fit` describes and record them in a
     :class:`Trace` named ``method``; the arguments are ``fit``'s, ``None`` taking the plan's
-    defaults.
+    defaults. With a ``watch`` the model ends at the best iterate it passed through, and a
+    divergence stops the run with a warning (:mod:`~gpflow_fastvi.training.watch`).
     """
     max_iter = positive_int(max_iter, "max_iter", optional=True)
     tol = non_negative_float(tol, "tol", optional=True)
@@ -150,19 +175,49 @@ def run_plan(
         tol=plan.tol if tol is None else tol,
         patience=plan.patience,
         time_budget=time_budget,
+        points=points,
     )
     trace = Trace(method=method)
     bar = _progress_bar(f"{type(model).__name__} ({method})", stop, progress)
-    report = Reporter(model, trace, stop, bar, callback, validation)
+    report = Reporter(model, trace, stop, bar, callback, validation, watch)
     try:
         ended = _iterate_restoring(plan, report)
         if not trace.stop_reason:  # the algorithm ended by itself
             trace.stop_reason = ended or "converged"
-        if validation is not None:
-            validation.restore_best()
+        if trace.rows:
+            trace.returned_iteration = _restore_best(report)
+        if trace.stop_reason == "max_iter" and max_iter is None:
+            warnings.warn(
+                f"fit stopped {type(model).__name__} at its default cap of {stop.max_iter} "
+                f"iterations ({method!r}) before it converged; pass max_iter or time_budget to "
+                "run longer.",
+                NotConvergedWarning,
+                stacklevel=3,
+            )
     finally:
         bar.close()
     return trace
+
+
+def _restore_best(report: "Reporter") -> int:
+    """Put the model back to the best iterate the watch and the validation stop saw (the
+    validation stop's choice last, as it is the user's); warn of a divergence; return the
+    iteration the model is left at."""
+    trace, watch, validation = report.trace, report.watch, report.validation
+    returned = len(trace.rows)
+    if watch is not None:
+        returned = watch.restore_best(returned) or returned
+        if trace.stop_reason == "diverged":
+            warnings.warn(
+                f"{type(report.model).__name__} diverged at iteration {len(trace.rows)}: "
+                f"{report.diverged}. fit stopped and put the model back to iteration "
+                f"{returned}, the best it passed through (stop_reason 'diverged').",
+                DivergenceWarning,
+                stacklevel=4,
+            )
+    if validation is not None and validation.restore_best():
+        returned = validation.best_iteration
+    return returned
 
 
 @dataclass(frozen=True)
@@ -172,11 +227,22 @@ class StopRule:
     max_iter: int
     """The most outer iterations."""
     tol: float
-    """The change of the objective that counts as none: ``|change| <= tol * max(1, |objective|)``."""
+    """The change of the objective per outer iteration that counts as none, per training point:
+    ``|change| <= tol * points``, or ``tol * max(1, |objective|)`` when the number of points is
+    not known."""
     patience: int
-    """How many such changes in a row are convergence (:attr:`TrainingPlan.patience`)."""
+    """The window: the run has converged when the objective has changed by at most
+    ``patience`` such changes over the last ``patience`` iterations
+    (:attr:`TrainingPlan.patience`)."""
     time_budget: Optional[float]
     """Seconds of training (callback time left out), or ``None``."""
+    points: Optional[int] = None
+    """The number of training points, which the objective sums over."""
+
+    def negligible(self, change: float, objective: float) -> bool:
+        """Whether a change of the objective counts as none."""
+        scale = self.points if self.points is not None else max(1.0, abs(objective))
+        return abs(change) <= self.tol * scale
 
 
 def _progress_bar(description: str, stop: StopRule, progress: bool) -> Any:
@@ -210,9 +276,11 @@ class Reporter:
         bar: Any,
         callback: Optional[Callback],
         validation: Optional[ValidationStop],
+        watch: Optional[Watch] = None,
     ):
         self.model, self.trace, self.stop, self.bar = model, trace, stop, bar
-        self.callback, self.validation = callback, validation
+        self.callback, self.validation, self.watch = callback, validation, watch
+        self.diverged = ""  # why the run diverged, once it has
         # Where a fault of the data puts the model back: every iterate may have seen them.
         self.before_fit = Snapshot(model)
         # The state the model returns to if an iteration fails: the start until one succeeds
@@ -220,14 +288,20 @@ class Reporter:
         self.last_good = copy.copy(self.before_fit)
         self.elapsed = 0.0
         self.previous: Optional[float] = None  # the last iteration's objective
-        self.small_changes = 0  # iterations in a row whose objective changed by at most tol
+        # The objectives of the last ``patience`` + 1 iterations: the window of the stop rule.
+        self.window: Deque[float] = deque(maxlen=stop.patience + 1)
         self.started = time.perf_counter()  # when the current iteration started
 
     def __call__(self, objective: float) -> bool:
         validation_nll = None if self.validation is None else self.validation()
+        yardstick = None if self.watch is None else self.watch.yardstick()
         seconds = time.perf_counter() - self.started
         self.elapsed += seconds
         row = self._record(objective, validation_nll)
+        if yardstick is not None:
+            row["yardstick_elbo"] = yardstick
+        if self.watch is not None:
+            self.diverged = self.watch(row["iteration"], objective, yardstick, self.last_good)
         row.update(self._called_back(row["iteration"]))
         budget = self.stop.time_budget
         self.bar.update(1 if budget is None else min(seconds, budget - self.bar.n))
@@ -270,13 +344,14 @@ class Reporter:
 
     def _stop_reason(self, objective: float, iteration: int) -> str:
         """Why to stop after this iteration, or ``""`` to go on."""
-        stop, previous = self.stop, self.previous
+        if self.diverged:
+            return "diverged"
+        stop, window = self.stop, self.window
         self.previous = objective
-        small = previous is not None and abs(objective - previous) <= stop.tol * max(
-            1.0, abs(objective)
-        )
-        self.small_changes = self.small_changes + 1 if small else 0
-        if self.small_changes >= stop.patience:
+        window.append(objective)
+        if len(window) == window.maxlen and stop.negligible(
+            (objective - window[0]) / stop.patience, objective
+        ):
             return "converged"
         if self.validation is not None and self.validation.exhausted:
             return "validation"
