@@ -1,5 +1,6 @@
 """The documentation's own links: every relative link in README and docs/ names a file that exists
-(and a heading that exists, for ``page.md#anchor``), and every tutorial is listed in both."""
+(and a heading that exists, for ``page.md#anchor``), every tutorial is listed in both, and the
+README sections that getting_started.md repeats are the same text in both."""
 
 import pathlib
 import re
@@ -48,6 +49,18 @@ def test_relative_links_resolve(page: pathlib.Path) -> None:
         elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
             broken.append(f"{target}: no heading with that anchor")
     assert not broken, f"{page.name}: " + "; ".join(broken)
+
+
+@pytest.mark.parametrize("section", ["swap", "models"])
+def test_getting_started_repeats_the_readme_section(section: str) -> None:
+    """getting_started.md holds a copy of README's marked sections, not a MyST include, so that
+    it reads on GitHub too; the copy must stay the same text."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start, end = f"<!-- {section}-start -->\n", f"<!-- {section}-end -->"
+    assert start in readme and end in readme, f"README lost its {section} markers"
+    text = readme.split(start, 1)[1].split(end, 1)[0]
+    page = (ROOT / "docs" / "getting_started.md").read_text(encoding="utf-8")
+    assert text in page, f"docs/getting_started.md no longer repeats README's {section} section"
 
 
 def test_every_tutorial_is_in_the_docs_toctree_and_the_readme() -> None:
