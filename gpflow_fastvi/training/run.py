@@ -192,7 +192,7 @@ def run_plan(
                 f"iterations ({method!r}) before it converged; pass max_iter or time_budget to "
                 "run longer.",
                 NotConvergedWarning,
-                stacklevel=3,
+                stacklevel=4,  # run_plan, fit's train, fit: the caller of fit
             )
     finally:
         bar.close()
@@ -213,7 +213,7 @@ def _restore_best(report: "Reporter") -> int:
                 f"{report.diverged}. fit stopped and put the model back to iteration "
                 f"{returned}, the best it passed through (stop_reason 'diverged').",
                 DivergenceWarning,
-                stacklevel=4,
+                stacklevel=5,  # _restore_best, run_plan, fit's train, fit: the caller of fit
             )
     if validation is not None and validation.restore_best():
         returned = validation.best_iteration
