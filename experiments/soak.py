@@ -84,6 +84,7 @@ def soak(
                 batch_size=min(batch, N),
                 steps_per_iteration=steps_per_iteration,
                 max_iter=max(1, svi_steps // steps_per_iteration),
+                plateau=False,  # every step asked for, at the constant step size
             ),
             steps_per_iteration,
         ),

@@ -84,12 +84,19 @@ def start(D: int, lengthscale: Optional[float]) -> Tuple[gpflow.kernels.Kernel, 
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.user_script",
+        description="A user's SVGP script against each model swapped in, with fit's defaults.",
+    )
     parser.add_argument("set", help="classification, separable, or a benchmark set's name")
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--inducing", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--lengthscale", type=float, default=None)
+    parser.add_argument(
+        "--models", default=",".join(MODELS), help="comma-separated model classes, in this order"
+    )
+    parser.add_argument("--inducing", type=int, default=100, help="k-means inducing inputs M")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the set, its split and k-means")
+    parser.add_argument(
+        "--lengthscale", type=float, default=None, help="starting lengthscales (default: sqrt(D))"
+    )
     parser.add_argument("--no-svgp", action="store_true", help="skip the user's SVGP")
     parser.add_argument(
         "--train-inducing",
@@ -97,7 +104,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         default="default",
         help="the models' train_inducing: their default, True or False",
     )
-    parser.add_argument("--svgp-target", type=float, nargs=2, metavar=("ACC", "NLL"))
+    parser.add_argument(
+        "--svgp-target",
+        type=float,
+        nargs=2,
+        metavar=("ACC", "NLL"),
+        help="the user's SVGP's test accuracy and NLL, measured before (with --no-svgp)",
+    )
     parser.add_argument("--rows", help="write every model's trace rows to this JSON file")
     add_data_dir(parser)
     args = parser.parse_args(argv)

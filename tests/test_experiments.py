@@ -4,7 +4,16 @@ import importlib
 
 import pytest
 
-EXPERIMENTS = ("concave", "swap", "routes", "profile", "replicas", "soak", "stream_checks")
+EXPERIMENTS = (
+    "concave",
+    "swap",
+    "routes",
+    "profile",
+    "replicas",
+    "soak",
+    "stream_checks",
+    "user_script",
+)
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)

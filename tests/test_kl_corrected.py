@@ -268,7 +268,7 @@ def test_gaussian_noise_objective_is_gpr_and_sgpr_on_pseudo_targets(rng):
         q_f = model.site_parameters()
         pseudo = (X, q_f[0].numpy())
         # The full form is the sparse form with Z = X: SGPR's collapsed bound, to rounding.
-        inducing = X if model is full else Z
+        inducing = X if model is full else model.inducing_variable.Z.numpy()  # trained from Z
         reference = gpflow.models.SGPR(pseudo, model.kernel, inducing, noise_variance=noise)
         got = model.kl_corrected_bound(site_parameters=q_f) - model.local_bound_terms(
             site_parameters=q_f

@@ -351,7 +351,8 @@ def add_bench_commands(commands: Any) -> None:
         description=(
             "Train every model with its defaults and the GPflow baselines (SVGP + Scipy, "
             "SVGP + Adam at each rate of --adam-grid, SVGP + NatGrad + Adam) on the same kernel "
-            "start, fixed k-means inducing inputs and logit link, for the same wall-clock budget "
+            "start, k-means inducing inputs (trained, or held fixed with --fixed-inducing) and "
+            "logit link, for the same wall-clock budget "
             "each; record test accuracy, test NLL and ELBO against training time. results.json "
             "in --out is rewritten after every method, and runs already in it are skipped, so "
             "an interrupted run can be continued by running the same command again. Data sets "

@@ -36,8 +36,9 @@ The baselines (their names start with ``"SVGP"``), in :mod:`gpflow_fastvi.benchm
 Shared set-up: a :class:`~gpflow.kernels.SquaredExponential` kernel with one lengthscale per input
 dimension, all initialised at √D (the data are expected standardised, so that two points are about
 √(2D) apart: at lengthscale 1 in 24 dimensions K is nearly diagonal, and on german every method
-settles at the constant predictor), variance 1.0; the same fixed
-(not trained) k-means inducing inputs; the logit link, ``Bernoulli(invlink=tf.sigmoid)``; the same
+settles at the constant predictor), variance 1.0; the same k-means inducing inputs, trained with
+the hyperparameters by every method (as a GPflow user's SVGP trains them) or held fixed by every
+method (``train_inducing=False``, the source papers' protocol); the logit link, ``Bernoulli(invlink=tf.sigmoid)``; the same
 mini-batch size and Adam learning rate for every SVGP mini-batch baseline; PolyaGammaSVGP, like the
 other models, runs with its defaults (batches of 1000, the same Adam learning rate).
 

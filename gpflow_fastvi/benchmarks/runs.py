@@ -3,7 +3,8 @@
 for the same wall-clock budget each, traced into one JSON file.
 
 Each (data set, repeat) is one :func:`gpflow_fastvi.benchmarks.compare.run_comparison`: the same
-kernel start, the same fixed k-means inducing inputs and the logit link for every method (see
+kernel start, the same k-means inducing inputs (trained by every method, or held fixed by every
+method) and the logit link for every method (see
 :mod:`gpflow_fastvi.benchmarks.methods`). Repeat ``r`` uses seed ``r`` for the 80/20 split of sets without
 their own test part, for k-means and for the mini-batch order.
 

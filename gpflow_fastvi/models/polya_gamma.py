@@ -53,6 +53,7 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
                 "learning_rate": None,
                 "steps_per_iteration": None,
                 "seed": 0,
+                "plateau": True,
             },
             description="natural-gradient SVI on q(u), Adam on θ (Wenzel et al.)",
         ),

@@ -361,6 +361,7 @@ def svi_plan(
     learning_rate: Optional[float] = None,
     steps_per_iteration: Optional[int] = None,
     seed: int = 0,
+    plateau: bool = True,
 ) -> TrainingPlan:
     """
     Natural-gradient SVI as :func:`gpflow_fastvi.fit` runs it; one outer iteration (one row of the
@@ -378,10 +379,12 @@ def svi_plan(
     :param learning_rate: Adam's learning rate for the hyperparameters; default
         :data:`DEFAULT_LEARNING_RATE` (0.1).
     :param seed: seeds the shuffling of arrays.
+    :param plateau: with mini-batches, follow :class:`Plateau` (the default); ``False`` keeps
+        the steps constant and runs until ``fit``'s ``max_iter`` or ``time_budget``.
 
     The objective recorded per iteration is the mean of the mini-batch ELBO estimates of its steps.
-    With the full batch the run ends when it changes by at most 10⁻⁶ nats per point (at most 1000
-    iterations). With mini-batches, whose estimates can agree by chance long before q(u) has
+    With the full batch the run ends when it changes by at most 5·10⁻⁶ nats per point (at most
+    1000 iterations). With mini-batches, whose estimates can agree by chance long before q(u) has
     settled, the steps follow :class:`Plateau`, which ends the run once it has halved them
     :data:`PLATEAU_HALVINGS` times (at most :data:`MAX_PASSES` iterations); a ``step_size``
     or ``learning_rate`` given is where the halvings start.
@@ -410,16 +413,21 @@ def svi_plan(
         return float(tf.add_n(estimates)) / len(estimates)
 
     if full_batch:
-        return TrainingPlan.from_step(step, max_iter=1000, tol=1e-6)
-    plateau = Plateau(svi, int(model.num_data))  # mini-batches need it: checked above
+        return TrainingPlan.from_step(step, max_iter=1000, tol=5e-6)
+    schedule = Plateau(svi, int(model.num_data)) if plateau else None  # num_data: checked above
 
     def iterate(report: Report) -> Optional[str]:
         while True:
             estimate = step()
-            if not report(estimate) or plateau.after_pass(estimate):
+            if not report(estimate) or (schedule is not None and schedule.after_pass(estimate)):
                 return None
 
-    return TrainingPlan(iterate=iterate, max_iter=MAX_PASSES, tol=0.0, exact_objective=False)
+    return TrainingPlan(
+        iterate=iterate,
+        max_iter=MAX_PASSES if plateau else 100,
+        tol=0.0,
+        exact_objective=False,
+    )
 
 
 __all__ = [
