@@ -65,19 +65,22 @@ default ρ is Robbins–Monro (q(u) lags the hyperparameters more), keeps 0.01.
 
 PLATEAU_TOL = 1e-4
 """
-The rise, in nats per training point, of the mean mini-batch ELBO estimate of a pass over the data
-that counts as progress for ``fit``'s SVI route (:class:`Plateau`). Measured on 2000 points of a
-smooth 2-D problem with batches of 100, 10⁻³ halved the steps while Adam was still moving the
-kernel variance and ended 0.005 nats per point below the full-batch ELBO; 10⁻⁴ (with three flat
-passes to a plateau) ended 0.004 below it, 10⁻⁵ 0.0036.
+The rise, in nats per training point per pass over the data, of the mean mini-batch ELBO
+estimate that counts as progress for ``fit``'s SVI route (:class:`Plateau`). On 2000 points of a
+smooth 2-D problem (m = 20) the run ended after 41 passes with batches of 100 and 52 with batches
+of 500, 0.0035 nats per point below the full-batch answer (10⁻³ ended 0.005 below it, halving
+the steps while Adam was still moving the kernel variance). On banana and ijcnn1 (fixed
+inducing inputs, m = 100) it reached the benchmark target in 1.7 s and 4.9 s, 1.7× and 5.5×
+sooner than SVGP + Adam at 0.01 in the same runs.
 """
 
 MAX_PASSES = 1000
-"""The default cap on the passes of ``fit``'s SVI route over mini-batches, which ends by
-:class:`Plateau` long before it on every set measured."""
+"""The default cap on the iterations of ``fit``'s SVI route over mini-batches; :class:`Plateau`
+ended the runs measured after 41–65 passes."""
 
 PLATEAU_PATIENCE = 3
-"""Passes in a row without progress (:data:`PLATEAU_TOL`) that make a plateau."""
+"""The window of :class:`Plateau`, in passes: the mean of the last this many passes against the
+mean of as many before them."""
 
 PLATEAU_HALVINGS = 5
 """
@@ -91,34 +94,37 @@ class Plateau:
     """
     The step-size schedule of ``fit``'s SVI route: q(u)'s step ρ and Adam's rate for θ stay
     constant (:func:`~gpflow_fastvi.models.step_sizes.mini_batch_step_size`,
-    :data:`DEFAULT_LEARNING_RATE`) while each pass over the data raises the mean mini-batch ELBO
-    estimate, and both are halved at each plateau (:data:`PLATEAU_PATIENCE` passes in a row that
-    raise it by at most :data:`PLATEAU_TOL` nats per point). A constant step moves fast and then
-    jitters around the optimum at a distance set by its size; each halving takes that distance
-    down, and after :data:`PLATEAU_HALVINGS` of them the run has converged. Nothing to tune: the
-    schedule is keyed to the progress of the objective, not to a count of steps.
+    :data:`DEFAULT_LEARNING_RATE`) while the passes over the data raise the mean mini-batch ELBO
+    estimate, and both are halved at each plateau: when the mean estimate of the last
+    :data:`PLATEAU_PATIENCE` passes is no more than :data:`PLATEAU_TOL` nats per point per pass
+    above that of the :data:`PLATEAU_PATIENCE` passes before them (means of several passes, so
+    that the noise of one pass's batches does not read as a plateau). A constant step moves fast
+    and then jitters around the optimum at a distance set by its size; each halving takes that
+    distance down, and after :data:`PLATEAU_HALVINGS` of them the run has converged. Nothing to
+    tune: the schedule is keyed to the progress of the objective, not to a count of steps.
     """
 
     def __init__(self, svi: "NaturalGradientSVI", points: int):
         self.svi = svi
         self.tol = PLATEAU_TOL * points
-        self.best = -np.inf
-        self.flat = 0
+        self.passes: List[float] = []  # the mean estimates of the passes since the last halving
         self.halvings = 0
 
     def after_pass(self, estimate: float) -> bool:
         """Record a pass's mean ELBO estimate; return whether the run has converged."""
-        if estimate > self.best + self.tol:
-            self.best, self.flat = estimate, 0
+        self.passes.append(estimate)
+        window = PLATEAU_PATIENCE
+        if len(self.passes) < 2 * window:
             return False
-        self.flat += 1
-        if self.flat < PLATEAU_PATIENCE:
+        earlier = float(np.mean(self.passes[-2 * window : -window]))
+        later = float(np.mean(self.passes[-window:]))
+        if later > earlier + window * self.tol:
             return False
         if self.halvings == PLATEAU_HALVINGS:
             return True
         self.svi.scale_steps(0.5)
         self.halvings += 1
-        self.best, self.flat = max(self.best, estimate), 0
+        self.passes = []
         return False
 
 
@@ -415,12 +421,20 @@ def svi_plan(
     if full_batch:
         return TrainingPlan.from_step(step, max_iter=1000, tol=5e-6)
     schedule = Plateau(svi, int(model.num_data)) if plateau else None  # num_data: checked above
+    # The schedule judges whole passes, however many steps an iteration (a row) takes.
+    steps_per_pass = per_epoch or steps
 
     def iterate(report: Report) -> Optional[str]:
+        pass_estimates: List[float] = []
         while True:
             estimate = step()
-            if not report(estimate) or (schedule is not None and schedule.after_pass(estimate)):
+            if not report(estimate):
                 return None
+            pass_estimates += [estimate] * int(steps)
+            if schedule is not None and len(pass_estimates) >= steps_per_pass:
+                if schedule.after_pass(float(np.mean(pass_estimates))):
+                    return None
+                pass_estimates = []
 
     return TrainingPlan(
         iterate=iterate,
