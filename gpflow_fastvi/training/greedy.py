@@ -13,7 +13,8 @@ firmly count more.
 """
 
 import time
-from typing import Any, Callable, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
 
 import gpflow
 import tensorflow as tf
@@ -126,24 +127,6 @@ def alternate_with_greedy_selection(
     The inducing inputs are the selection's: each round trains with them held fixed (whatever the
     model's ``train_inducing``), and their ``trainable`` flag is put back when the rounds end.
     """
-    Z_parameter = model.inducing_variable.Z
-    trainable = Z_parameter.trainable
-    set_trainable(Z_parameter, False)
-    try:
-        return _greedy_rounds(model, data, train, rounds, working_set_size, time_budget)
-    finally:
-        set_trainable(Z_parameter, trainable)
-
-
-def _greedy_rounds(
-    model: Any,
-    data: Any,
-    train: Callable[[Optional[float]], Any],
-    rounds: int,
-    working_set_size: Optional[int],
-    time_budget: Optional[float],
-) -> Any:
-    """The rounds of :func:`alternate_with_greedy_selection`."""
     rounds = positive_int(rounds, "greedy_rounds")
     if data is None:
         data = model.data
@@ -154,43 +137,56 @@ def _greedy_rounds(
         )
     X, Y = check_data(data)
     M = model.inducing_variable.Z.shape[0]
-    joined = None
-    elapsed = 0.0
-    best: Optional[Snapshot] = None  # the model at the end of the best round so far
-    best_objective = -float("inf")
-    for r in range(rounds):
-        if time_budget is not None and elapsed >= time_budget:
-            break
-        started = time.perf_counter()
-        is_sgpr = isinstance(model, gpflow.models.SGPR)  # Gaussian noise: every site alike
-        weights = None if is_sgpr else model.site_precisions((X, Y))
-        Z = greedy_inducing_points(
-            X, model.kernel, M, working_set_size=working_set_size, weights=weights, seed=r
-        )
-        if is_sgpr:  # no q(u) to carry: SGPR's is optimal for any Z
-            model.inducing_variable.Z.assign(Z)
-        else:
-            model.move_inducing_inputs(Z)
-        elapsed += time.perf_counter() - started
-        trace = train(None if time_budget is None else max(time_budget - elapsed, 1e-9))
-        for row in trace.rows:
-            row["round"] = r + 1
-            row["time"] += elapsed
-        if joined is None:
-            joined = trace
-        else:
-            for row in trace.rows:
-                row["iteration"] += len(joined.rows)
-            joined.rows.extend(trace.rows)
-            joined.stop_reason = trace.stop_reason
-        if trace.rows:
-            elapsed = joined.rows[-1]["time"]
-            objective = trace.rows[-1]["objective"]
-            if best is not None and objective <= best_objective:
-                best.restore()
-                joined.stop_reason = "converged"
+    with _inducing_inputs_held(model):
+        joined = None
+        elapsed = 0.0
+        best: Optional[Snapshot] = None  # the model at the end of the best round so far
+        best_objective = -float("inf")
+        for r in range(rounds):
+            if time_budget is not None and elapsed >= time_budget:
                 break
-            best, best_objective = Snapshot(model), objective
-        if trace.stop_reason in ("interrupted", "time_budget"):
-            break
-    return joined
+            started = time.perf_counter()
+            is_sgpr = isinstance(model, gpflow.models.SGPR)  # Gaussian noise: every site alike
+            weights = None if is_sgpr else model.site_precisions((X, Y))
+            Z = greedy_inducing_points(
+                X, model.kernel, M, working_set_size=working_set_size, weights=weights, seed=r
+            )
+            if is_sgpr:  # no q(u) to carry: SGPR's is optimal for any Z
+                model.inducing_variable.Z.assign(Z)
+            else:
+                model.move_inducing_inputs(Z)
+            elapsed += time.perf_counter() - started
+            trace = train(None if time_budget is None else max(time_budget - elapsed, 1e-9))
+            for row in trace.rows:
+                row["round"] = r + 1
+                row["time"] += elapsed
+            if joined is None:
+                joined = trace
+            else:
+                for row in trace.rows:
+                    row["iteration"] += len(joined.rows)
+                joined.rows.extend(trace.rows)
+                joined.stop_reason = trace.stop_reason
+            if trace.rows:
+                elapsed = joined.rows[-1]["time"]
+                objective = trace.rows[-1]["objective"]
+                if best is not None and objective <= best_objective:
+                    best.restore()
+                    joined.stop_reason = "converged"
+                    break
+                best, best_objective = Snapshot(model), objective
+            if trace.stop_reason in ("interrupted", "time_budget"):
+                break
+        return joined
+
+
+@contextmanager
+def _inducing_inputs_held(model: Any) -> Iterator[None]:
+    """The model's inducing inputs not trainable inside the block, their flag as it was after."""
+    Z_parameter = model.inducing_variable.Z
+    trainable = Z_parameter.trainable
+    set_trainable(Z_parameter, False)
+    try:
+        yield
+    finally:
+        set_trainable(Z_parameter, trainable)
