@@ -81,12 +81,6 @@ class Watch:
         self.best_iteration = 0
         self._best: Optional[Snapshot] = None
 
-    @property
-    def uses_yardstick(self) -> bool:
-        """Whether the best iterate is chosen by the yardstick (a model whose objective is not a
-        bound) rather than by the objective."""
-        return self._yardstick is not None
-
     def yardstick(self) -> Optional[float]:
         """The yardstick at the model's current state, or ``None`` when it is not watched."""
         return None if self._yardstick is None else float(self._yardstick())
