@@ -134,8 +134,8 @@ def test_the_plateau_schedule_halves_the_steps_at_each_plateau_and_then_stops(bi
     """Windows of passes that raise the mean estimate keep the steps; a window no higher than the
     one before halves ρ and Adam's rate; after the last halving a plateau is convergence."""
     svi = fv.NaturalGradientSVI(make_pg(binary_data), step_size=0.4, learning_rate=0.1)
-    plateau = fv.training.svi.Plateau(svi, points=10_000)  # progress: 1 nat per pass
-    window = fv.training.svi.PLATEAU_PATIENCE
+    plateau = fv.training.plateau.Plateau(svi, points=10_000)  # progress: 1 nat per pass
+    window = fv.training.plateau.PLATEAU_PATIENCE
     rising = [-100.0 * k for k in range(2 * window, 0, -1)]
     noisy_flat = [-0.5, 0.5, -0.2, 0.3, -0.2, 0.1][: 2 * window]
     assert not any(plateau.after_pass(e) for e in rising + noisy_flat[:window])
@@ -144,10 +144,10 @@ def test_the_plateau_schedule_halves_the_steps_at_each_plateau_and_then_stops(bi
     assert float(svi.step_scale) == 0.5
     assert float(svi.rho(0) * svi.step_scale) == pytest.approx(0.2)
     assert float(svi.optimizer.learning_rate) == pytest.approx(0.05)
-    passes = 2 * window * fv.training.svi.PLATEAU_HALVINGS
+    passes = 2 * window * fv.training.plateau.PLATEAU_HALVINGS
     ended = [plateau.after_pass(1.0) for _ in range(passes)]
     assert ended == [False] * (passes - 1) + [True]
-    assert float(svi.step_scale) == 0.5**fv.training.svi.PLATEAU_HALVINGS
+    assert float(svi.step_scale) == 0.5**fv.training.plateau.PLATEAU_HALVINGS
 
 
 @pytest.mark.slow
@@ -158,7 +158,7 @@ def test_mini_batch_svi_converges_by_itself_to_the_full_batch_answer(rng):
     full, mini = make_pg(data, M=20), make_pg(data, M=20)
     fv.fit(full, data, batch_size=len(data[0]))
     trace = fv.fit(mini, data, batch_size=100)
-    assert trace.stop_reason == "converged" and len(trace) < fv.training.svi.MAX_PASSES
+    assert trace.stop_reason == "converged" and len(trace) < fv.training.plateau.MAX_PASSES
     assert float(mini.elbo(data)) == pytest.approx(float(full.elbo(data)), abs=5e-3 * 2000)
 
 

@@ -72,7 +72,7 @@ def fit(
         on average over a window of iterations: one for the paper's bursts, ten for the
         persistent route, whose iterations are single L-BFGS-B steps. The default is the
         route's (5·10⁻⁵ for the persistent route, where the answer has stopped moving).
-        The mini-batch SVI route has its own test (:class:`~gpflow_fastvi.training.svi.Plateau`).
+        The mini-batch SVI route has its own test (:class:`~gpflow_fastvi.training.plateau.Plateau`).
     :param time_budget: stop after the outer iteration during which this many seconds had passed.
     :param callback: called as ``callback(model)`` after every outer iteration; a returned mapping is
         merged into that iteration's row (e.g. test accuracy). Its time is not counted.

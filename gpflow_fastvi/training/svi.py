@@ -39,6 +39,7 @@ from ..validation import (
     targets_for_likelihood,
 )
 from .plans import Report, TrainingPlan
+from .plateau import MAX_PASSES, Plateau
 
 StepSize = Union[float, Callable[[tf.Tensor], tf.Tensor]]
 """A constant ρ ∈ (0, 1], or a schedule t ↦ ρₜ of the step count t = 0, 1, 2, …"""
@@ -61,71 +62,6 @@ start), the time to target at Adam 0.01 / 0.03 / 0.1: german 13.6 / 4.8 / 1.7 s,
 with the final test NLL within 0.001 of 0.01's or lower. :class:`NaturalGradientSVI`, whose
 default ρ is Robbins–Monro (q(u) lags the hyperparameters more), keeps 0.01.
 """
-
-
-PLATEAU_TOL = 1e-4
-"""
-The rise, in nats per training point per pass over the data, of the mean mini-batch ELBO
-estimate that counts as progress for ``fit``'s SVI route (:class:`Plateau`). On 2000 points of a
-smooth 2-D problem (m = 20) the run ended after 41 passes with batches of 100 and 52 with batches
-of 500, 0.0035 nats per point below the full-batch answer (10⁻³ ended 0.005 below it, halving
-the steps while Adam was still moving the kernel variance). On banana and ijcnn1 (fixed
-inducing inputs, m = 100) it reached the benchmark target in 1.7 s and 4.9 s, 1.7× and 5.5×
-sooner than SVGP + Adam at 0.01 in the same runs.
-"""
-
-MAX_PASSES = 1000
-"""The default cap on the iterations of ``fit``'s SVI route over mini-batches; :class:`Plateau`
-ended the runs measured after 41–65 passes."""
-
-PLATEAU_PATIENCE = 3
-"""The window of :class:`Plateau`, in passes: the mean of the last this many passes against the
-mean of as many before them."""
-
-PLATEAU_HALVINGS = 5
-"""
-How many times :class:`Plateau` halves the steps before the run has converged: ρ and Adam's rate
-end at 1/32 of where they started, where their noise on q(u) and θ is a thirty-second of that of
-the plateau the run started on.
-"""
-
-
-class Plateau:
-    """
-    The step-size schedule of ``fit``'s SVI route: q(u)'s step ρ and Adam's rate for θ stay
-    constant (:func:`~gpflow_fastvi.models.step_sizes.mini_batch_step_size`,
-    :data:`DEFAULT_LEARNING_RATE`) while the passes over the data raise the mean mini-batch ELBO
-    estimate, and both are halved at each plateau: when the mean estimate of the last
-    :data:`PLATEAU_PATIENCE` passes is no more than :data:`PLATEAU_TOL` nats per point per pass
-    above that of the :data:`PLATEAU_PATIENCE` passes before them (means of several passes, so
-    that the noise of one pass's batches does not read as a plateau). A constant step moves fast
-    and then jitters around the optimum at a distance set by its size; each halving takes that
-    distance down, and after :data:`PLATEAU_HALVINGS` of them the run has converged. Nothing to
-    tune: the schedule is keyed to the progress of the objective, not to a count of steps.
-    """
-
-    def __init__(self, svi: "NaturalGradientSVI", points: int):
-        self.svi = svi
-        self.tol = PLATEAU_TOL * points
-        self.passes: List[float] = []  # the mean estimates of the passes since the last halving
-        self.halvings = 0
-
-    def after_pass(self, estimate: float) -> bool:
-        """Record a pass's mean ELBO estimate; return whether the run has converged."""
-        self.passes.append(estimate)
-        window = PLATEAU_PATIENCE
-        if len(self.passes) < 2 * window:
-            return False
-        earlier = float(np.mean(self.passes[-2 * window : -window]))
-        later = float(np.mean(self.passes[-window:]))
-        if later > earlier + window * self.tol:
-            return False
-        if self.halvings == PLATEAU_HALVINGS:
-            return True
-        self.svi.scale_steps(0.5)
-        self.halvings += 1
-        self.passes = []
-        return False
 
 
 class RobbinsMonro:
@@ -392,8 +328,9 @@ def svi_plan(
     With the full batch the run ends when it changes by at most 5·10⁻⁶ nats per point (at most
     1000 iterations). With mini-batches, whose estimates can agree by chance long before q(u) has
     settled, the steps follow :class:`Plateau`, which ends the run once it has halved them
-    :data:`PLATEAU_HALVINGS` times (at most :data:`MAX_PASSES` iterations); a ``step_size``
-    or ``learning_rate`` given is where the halvings start.
+    :data:`~gpflow_fastvi.training.plateau.PLATEAU_HALVINGS` times (at most
+    :data:`~gpflow_fastvi.training.plateau.MAX_PASSES` iterations); a ``step_size`` or
+    ``learning_rate`` given is where the halvings start.
     """
     batch_size = positive_int(batch_size, "batch_size", optional=True)
     if isinstance(data, tf.data.Dataset):
@@ -448,8 +385,6 @@ __all__ = [
     "AVERAGED_POINTS",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_LEARNING_RATE",
-    "MAX_PASSES",
-    "Plateau",
     "NaturalGradientSVI",
     "RobbinsMonro",
     "StepSize",
