@@ -29,7 +29,7 @@ import sys
 from typing import Dict, NamedTuple, Optional, Sequence
 
 from ._version import __version__
-from .benchmarks.cli_args import (
+from .benchmarks.commands import (
     add_bench_commands,
     add_compare_command,
     add_inducing_command,

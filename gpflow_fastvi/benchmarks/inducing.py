@@ -30,7 +30,7 @@ from .. import VIJJ, fit, greedy_inducing_points, kmeans_inducing_points
 from ..datasets import load_benchmark
 from ..gaussian import kmm_cholesky, whitened_projection
 from .choices import INDUCING_M, INDUCING_ROUNDS, INDUCING_WORKING_SET, PLACEMENTS
-from .cli_args import add_inducing_arguments
+from .commands import add_inducing_arguments
 from .harness import make_kernel, make_likelihood, metrics_function
 
 
