@@ -4,6 +4,8 @@ import gpflow
 import numpy as np
 import pytest
 import tensorflow as tf
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import gpflow_fastvi as fv
 from gpflow_fastvi.sites import log_density_derivatives, taylor_sites
@@ -79,23 +81,77 @@ def test_non_finite_derivatives_raise_naming_the_likelihood():
 def test_logit_sites_are_finite_and_exact_where_gpflows_bernoulli_underflows():
     """
     VITaylor expands log σ(y f) itself for the logit link, so that a posterior mean beyond
-    f ≈ 36 (well-separated data) cannot stop training: g = y σ(−y ξ), h = −σ(ξ) σ(−ξ).
+    f ≈ 36 (well-separated data) cannot stop training: g = y σ(−y ξ), h = −σ(ξ) σ(−ξ). The
+    expansion's value and slope at ξ are exact everywhere; its curvature is −h on the right side
+    of the boundary and the ceiling's floor g²/(2 (0 − log σ(yξ))) far on the wrong side.
     """
-    X = np.array([[0.0], [1.0], [2.0]])
-    Y = np.array([[0.0], [1.0], [0.0]])
+    X = np.array([[0.0], [1.0], [2.0], [3.0]])
+    Y = np.array([[0.0], [1.0], [0.0], [1.0]])
     model = fv.VITaylor((X, Y), gpflow.kernels.SquaredExponential(), X.copy())
-    xi = tf.constant([[40.0], [-60.0], [-3.0]], dtype=tf.float64)
+    xi = tf.constant([[40.0], [-60.0], [-3.0], [50.0]], dtype=tf.float64)
     sites = model.site_rule(*model.data, xi)
-    y, x = np.array([[-1.0], [1.0], [-1.0]]), xi.numpy()
+    y, x = np.array([[-1.0], [1.0], [-1.0], [1.0]]), xi.numpy()
     sigmoid = lambda t: 1.0 / (1.0 + np.exp(-t))  # noqa: E731
-    w = sigmoid(x) * sigmoid(-x)
+    log_p = -np.logaddexp(0.0, -y * x)
     g = y * sigmoid(-y * x)
+    np.testing.assert_allclose(sites.a + sites.b * x - 0.5 * sites.w * x**2, log_p, rtol=1e-10)
+    np.testing.assert_allclose(sites.b - sites.w * x, g, rtol=1e-10, atol=1e-13)
+    wrong_side = (y * x < 0)[:, 0]
+    floor = g**2 / (-2.0 * log_p)
+    np.testing.assert_allclose(sites.w.numpy()[wrong_side], floor[wrong_side], rtol=1e-10)
     # (σ(40) σ(−40) ≈ 4·10⁻¹⁸ may come out as 0: an absolute error far below anything that counts)
-    np.testing.assert_allclose(sites.w, w, rtol=1e-10, atol=1e-15)
-    np.testing.assert_allclose(sites.b, g + w * x, rtol=1e-10, atol=1e-13)
-    np.testing.assert_allclose(
-        sites.a, -np.logaddexp(0.0, -y * x) - g * x - 0.5 * w * x**2, rtol=1e-10, atol=1e-13
-    )
+    w = sigmoid(x) * sigmoid(-x)
+    np.testing.assert_allclose(sites.w.numpy()[~wrong_side], w[~wrong_side], atol=1e-15)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    xi=st.floats(-700.0, 700.0),
+    label=st.sampled_from([0.0, 1.0]),
+    link=st.sampled_from(["logit", "probit"]),
+)
+def test_a_site_never_promises_more_than_the_likelihood_can_give(xi, label, link):
+    """
+    With the ceiling of a discrete likelihood (log p ≤ 0), the Taylor site's peak
+    log p(y | ξ) + g²/(2w) is at most 0, for either link and any expansion point, and the
+    site still touches log p at ξ with its slope; where the expansion's own peak is already
+    below 0 (y ξ > −0.92 for the logit link) its curvature is left as it was.
+    """
+    likelihood = gpflow.likelihoods.Bernoulli(**(LOGIT if link == "logit" else {}))
+    Y = tf.constant([[label]], dtype=tf.float64)
+    log_density = log_density_of(likelihood, tf.zeros_like(Y), Y)
+    if link == "logit":  # the stable form VITaylor expands, finite at any ξ
+        log_density = lambda F: -tf.math.softplus(-(2.0 * Y - 1.0) * F)[:, 0]  # noqa: E731
+    x = tf.constant([[xi]], dtype=tf.float64)
+    log_p, g, h = (t.numpy()[0, 0] for t in log_density_derivatives(log_density, x))
+    assume(np.isfinite([log_p, g, h]).all())
+    site = taylor_sites(log_density, x, ceiling=0.0)
+    a, b, w = (float(t) for t in (site.a, site.b, site.w))
+    if w > 0:
+        assert a + b**2 / (2.0 * w) <= 1e-9 * max(1.0, abs(a))  # the peak, at f = b / w
+    else:
+        assert b * b == 0.0 and a <= 0.0  # flat, but for a slope whose square underflows
+    np.testing.assert_allclose(a + b * xi - 0.5 * w * xi**2, log_p, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(b - w * xi, g, rtol=1e-9, atol=1e-12)
+    if link == "logit" and (2.0 * label - 1.0) * xi > -0.9:
+        np.testing.assert_allclose(w, max(-h, 0.0), rtol=1e-12)
+
+
+def test_the_taylor_objective_never_exceeds_log_p_y_ceiling(rng):
+    """
+    The collapsed objective of ceiling-respecting sites is at most N · 0 for a Bernoulli
+    likelihood, however the hyperparameters inflate it: a huge kernel variance with a q(u) that
+    puts every point on the wrong side (whose plain expansions each promise about e^|yξ|/2 > 0)
+    still gives an objective ≤ 0, and the SVGP ELBO at the closed-form q(u) is finite.
+    """
+    X = rng.uniform(-2.0, 2.0, (200, 1))
+    Y = (X > 0).astype(float)
+    model = fv.VITaylor((X, Y), gpflow.kernels.SquaredExponential(variance=1e6), X[::10].copy())
+    model.q_mu.assign(-30.0 * np.sign(X[::10]))  # whitened: every mean far on the wrong side
+    objective = float(model.objective())
+    assert objective <= 0.0
+    model.update_sites(5)
+    assert float(model.objective()) <= 0.0 and np.isfinite(float(model.elbo()))
 
 
 @pytest.mark.slow

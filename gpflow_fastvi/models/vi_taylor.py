@@ -5,6 +5,7 @@ from typing import Callable, Optional, Tuple
 import gpflow
 import tensorflow as tf
 
+from ..likelihoods import log_density_ceiling
 from ..sites.taylor import taylor_sites
 from ..types import Route, Sites
 from ..validation import check_log_concave, check_scalar_likelihood
@@ -79,8 +80,18 @@ class VITaylor(GaussianSitesModel):
         return likelihood
 
     def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:
-        """The second-order Taylor expansion of log p(yᵢ | fᵢ) at ξᵢ (:func:`taylor_sites`)."""
-        return taylor_sites(self._log_density(X, Y), xi, name=type(self.likelihood).__name__)
+        """
+        The second-order Taylor expansion of log p(yᵢ | fᵢ) at ξᵢ (:func:`taylor_sites`), its
+        peak held at or below the likelihood's ceiling where one is known (0 for a discrete
+        variable, :func:`~gpflow_fastvi.likelihoods.log_density_ceiling`), so that the collapsed
+        objective never exceeds the ceiling of log p(y).
+        """
+        return taylor_sites(
+            self._log_density(X, Y),
+            xi,
+            ceiling=log_density_ceiling(self.likelihood),
+            name=type(self.likelihood).__name__,
+        )
 
     def _log_density(self, X: tf.Tensor, Y: tf.Tensor) -> Callable[[tf.Tensor], tf.Tensor]:
         """

@@ -22,10 +22,10 @@ iterate and warns (:class:`~gpflow_fastvi.exceptions.DivergenceWarning`).
 import copy
 from typing import Any, Optional
 
-import gpflow
 import numpy as np
 import tensorflow as tf
 
+from ..likelihoods import log_density_ceiling
 from .snapshot import Snapshot
 
 DIVERGED_DROP = 0.01
@@ -36,13 +36,6 @@ much, 0.01 nats, the tolerance to which the benchmarks compare test NLLs. On the
 set of the module docstring the SVGP ELBO of VITaylor fell by 0.1 nats per point in the one
 iteration before J̃ went above 0.
 """
-
-DISCRETE_LIKELIHOODS = (
-    gpflow.likelihoods.Bernoulli,
-    gpflow.likelihoods.Poisson,
-    gpflow.likelihoods.Ordinal,
-)
-"""Likelihoods of a discrete variable: their log-probabilities, and so log p(y), are ≤ 0."""
 
 
 def training_points(model: Any, data: Any) -> Optional[int]:
@@ -69,9 +62,14 @@ class Watch:
 
     def __init__(self, model: Any, data: Any, *, exact: bool = True):
         self.model = model
-        self.ceiling = 0.0 if isinstance(model.likelihood, DISCRETE_LIKELIHOODS) else np.inf
-        """The highest objective an approximation of log p(y) can reach."""
         self.points = training_points(model, data)
+        per_point = log_density_ceiling(model.likelihood)
+        if per_point is None or (per_point > 0 and self.points is None):
+            self.ceiling = np.inf
+        else:
+            self.ceiling = per_point * (self.points or 0)
+        """The highest objective an approximation of log p(y) can reach: N times the ceiling of
+        each log p(yᵢ | fᵢ) (:func:`~gpflow_fastvi.likelihoods.log_density_ceiling`)."""
         self.exact = exact
         self._yardstick = None
         if exact and not getattr(model, "objective_is_bound", True):
