@@ -14,6 +14,7 @@ import tensorflow as tf
 
 import gpflow_fastvi as fv
 from gpflow_fastvi.models import ALL_MODELS, SiteModel
+from gpflow_fastvi.training.persistent import PATIENCE, TOL
 
 LOGIT = dict(invlink=tf.sigmoid)
 
@@ -384,9 +385,13 @@ def test_every_model_trains_in_float32_to_the_float64_answer(model_class, data):
     """float32 (GPflow's default float set to it, as for a GPU) reaches the same model as float64:
     the predictions of the two fits agree to float32's precision, amplified by the optimisation
     (measured: 5·10⁻⁶ to 10⁻⁴ for the closed-form models, 2·10⁻³ for PolyaGammaSVGP, whose SVI
-    route stops at a relative change of 10⁻⁵)."""
+    route stops at a relative change of 10⁻⁵). VITaylor's L-BFGS-B takes the gradient at fixed
+    expansion points, which is exact only at their fixed point, so it can stall anywhere within
+    fit's own tolerance (the objective within window × tol × N of the optimum): float32 and float64
+    stalled 0.011 nats apart on these 50 points, 6.6·10⁻³ apart in p; its predictions are held to
+    10⁻² and its objectives to that tolerance."""
     Xnew = np.linspace(-2, 2, 9)[:, None].repeat(2, axis=1)
-    predictions = {}
+    predictions, objectives = {}, {}
     for dtype in (np.float64, np.float32):
         with gpflow.config.as_context(gpflow.config.Config(float=dtype, jitter=1e-6)):
             model = FACTORIES[model_class](data, data[0][::5].copy())
@@ -399,7 +404,13 @@ def test_every_model_trains_in_float32_to_the_float64_answer(model_class, data):
         assert model.q_mu.dtype == dtype and p.dtype == dtype
         assert trace.stop_reason == "converged", trace
         predictions[dtype] = p.numpy()
-    np.testing.assert_allclose(predictions[np.float32], predictions[np.float64], atol=5e-3)
+        objectives[dtype] = trace.rows[-1]["objective"]
+    if model_class.objective_is_bound:
+        np.testing.assert_allclose(predictions[np.float32], predictions[np.float64], atol=5e-3)
+    else:
+        window_tolerance = PATIENCE * TOL * len(data[0])
+        assert abs(objectives[np.float32] - objectives[np.float64]) <= window_tolerance
+        np.testing.assert_allclose(predictions[np.float32], predictions[np.float64], atol=1e-2)
 
 
 def test_every_model_takes_fits_first_steps_in_float32_as_in_float64(model_class, data):
