@@ -41,6 +41,7 @@ _SUBPACKAGES = (
     "exceptions",
     "gaussian",
     "inducing",
+    "likelihoods",
     "models",
     "sites",
     "stream_validation",

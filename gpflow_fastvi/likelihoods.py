@@ -1,29 +1,101 @@
 """
-What the package knows about GPflow's likelihoods beyond their own interface: the highest value a
-log-density can take, which the Taylor sites (:mod:`gpflow_fastvi.sites.taylor`) and
-:func:`~gpflow_fastvi.fit`'s watch on divergence (:mod:`gpflow_fastvi.training.watch`) both
-respect.
+Likelihoods: what the package knows about GPflow's own beyond their interface (the highest value a
+log-density can take, which the Taylor sites of :mod:`gpflow_fastvi.sites.taylor` and
+:func:`~gpflow_fastvi.fit`'s watch on divergence, :mod:`gpflow_fastvi.training.watch`, both
+respect), and :class:`LogisticSoftmax`, a multi-class likelihood for GPflow's models.
 """
 
-from typing import Optional
+from typing import Any, Optional
 
 import gpflow
+import tensorflow as tf
+from check_shapes import inherit_check_shapes
+from gpflow.base import TensorType
 
-DISCRETE_LIKELIHOODS = (
+DISCRETE_LIKELIHOODS: tuple = (
     gpflow.likelihoods.Bernoulli,
     gpflow.likelihoods.Poisson,
     gpflow.likelihoods.Ordinal,
+    gpflow.likelihoods.Softmax,
+    gpflow.likelihoods.MultiClass,
 )
 """Likelihoods of a discrete variable: each log p(yᵢ | fᵢ) is a log-probability, so ≤ 0."""
+
+
+class LogisticSoftmax(gpflow.likelihoods.MonteCarloLikelihood):
+    r"""
+    The logistic-softmax likelihood of C classes (:cite:t:`galyfajou2020multiclass`),
+
+        p(y = k | f) = σ(f_k) / Σ_c σ(f_c),
+
+    with f = (f_1, …, f_C) the values of C latent functions at a point and σ the logistic
+    function. It is a different likelihood from GPflow's :class:`~gpflow.likelihoods.Softmax`
+    (exp in place of σ): each class's probability saturates, so one latent function far above
+    the others does not take all the mass, and the model becomes conditionally conjugate once
+    augmented with a Gamma, a Poisson and a Pólya-Gamma variable per point.
+
+    As for GPflow's ``Softmax``, ``Y`` holds the class of each point, an integer in
+    {0, …, C − 1} of shape [N, 1] (as integers or as floats holding integers); the log-density is
+    exact, and the expectations over q(f) = N(Fmu, diag(Fvar)) that ``predict_y``,
+    ``predict_log_density`` and SVGP's ELBO need are Monte Carlo estimates with
+    ``num_monte_carlo_points`` draws per point (100 by default, as GPflow's). ``predict_y``
+    returns the C class probabilities E_q[p(y = k | f)].
+
+    :param num_classes: C, at least 2; the model's ``num_latent_gps``.
+    """
+
+    def __init__(self, num_classes: int, **kwargs: Any) -> None:
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+            raise ValueError(f"num_classes must be an integer ≥ 2, got {num_classes!r}")
+        super().__init__(input_dim=None, latent_dim=num_classes, observation_dim=None, **kwargs)
+        self.num_classes = num_classes
+
+    def _classes(self, Y: TensorType) -> tf.Tensor:
+        """The labels Y [..., 1] as integer classes [...], checked to be integers in range."""
+        Y = tf.convert_to_tensor(Y)
+        if Y.dtype.is_integer:
+            classes = tf.cast(Y[..., 0], tf.int64)
+        else:
+            tf.debugging.assert_equal(
+                Y, tf.round(Y), message="LogisticSoftmax: labels must be integer classes"
+            )
+            classes = tf.cast(Y[..., 0], tf.int64)
+        tf.debugging.assert_greater_equal(
+            classes, tf.constant(0, tf.int64), message="LogisticSoftmax: a label is below 0"
+        )
+        tf.debugging.assert_less(
+            classes,
+            tf.constant(self.num_classes, tf.int64),
+            message=f"LogisticSoftmax: a label is not below num_classes = {self.num_classes}",
+        )
+        return classes
+
+    @inherit_check_shapes
+    def _log_prob(self, X: TensorType, F: TensorType, Y: TensorType) -> tf.Tensor:
+        log_sigmoid = -tf.math.softplus(-F)  # log σ(f_c), finite for any f
+        one_hot = tf.one_hot(self._classes(Y), self.num_classes, dtype=log_sigmoid.dtype)
+        own = tf.reduce_sum(one_hot * log_sigmoid, axis=-1)  # broadcasts as GPflow's shapes do
+        return own - tf.reduce_logsumexp(log_sigmoid, axis=-1)
+
+    @inherit_check_shapes
+    def _conditional_mean(self, X: TensorType, F: TensorType) -> tf.Tensor:
+        sigmoid = tf.sigmoid(F)
+        return sigmoid / tf.reduce_sum(sigmoid, axis=-1, keepdims=True)
+
+    @inherit_check_shapes
+    def _conditional_variance(self, X: TensorType, F: TensorType) -> tf.Tensor:
+        p = self.conditional_mean(X, F)
+        return p - tf.square(p)
 
 
 def log_density_ceiling(likelihood: gpflow.likelihoods.Likelihood) -> Optional[float]:
     """
     An upper bound on log p(yᵢ | fᵢ) over every fᵢ and every point, and so on log p(y) per point:
-    0 for a likelihood of a discrete variable (:data:`DISCRETE_LIKELIHOODS`); ``None`` where
-    none is known (a density, such as the Gaussian's, can exceed 1).
+    0 for a likelihood of a discrete variable (:data:`DISCRETE_LIKELIHOODS`,
+    :class:`LogisticSoftmax`); ``None`` where none is known (a density, such as the Gaussian's,
+    can exceed 1).
     """
-    return 0.0 if isinstance(likelihood, DISCRETE_LIKELIHOODS) else None
+    return 0.0 if isinstance(likelihood, (*DISCRETE_LIKELIHOODS, LogisticSoftmax)) else None
 
 
-__all__ = ["DISCRETE_LIKELIHOODS", "log_density_ceiling"]
+__all__ = ["DISCRETE_LIKELIHOODS", "LogisticSoftmax", "log_density_ceiling"]
