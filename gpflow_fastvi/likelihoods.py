@@ -12,15 +12,6 @@ import tensorflow as tf
 from check_shapes import inherit_check_shapes
 from gpflow.base import TensorType
 
-DISCRETE_LIKELIHOODS: tuple = (
-    gpflow.likelihoods.Bernoulli,
-    gpflow.likelihoods.Poisson,
-    gpflow.likelihoods.Ordinal,
-    gpflow.likelihoods.Softmax,
-    gpflow.likelihoods.MultiClass,
-)
-"""Likelihoods of a discrete variable: each log p(yᵢ | fᵢ) is a log-probability, so ≤ 0."""
-
 
 class LogisticSoftmax(gpflow.likelihoods.MonteCarloLikelihood):
     r"""
@@ -53,13 +44,11 @@ class LogisticSoftmax(gpflow.likelihoods.MonteCarloLikelihood):
     def _classes(self, Y: TensorType) -> tf.Tensor:
         """The labels Y [..., 1] as integer classes [...], checked to be integers in range."""
         Y = tf.convert_to_tensor(Y)
-        if Y.dtype.is_integer:
-            classes = tf.cast(Y[..., 0], tf.int64)
-        else:
+        if not Y.dtype.is_integer:
             tf.debugging.assert_equal(
                 Y, tf.round(Y), message="LogisticSoftmax: labels must be integer classes"
             )
-            classes = tf.cast(Y[..., 0], tf.int64)
+        classes = tf.cast(Y[..., 0], tf.int64)
         tf.debugging.assert_greater_equal(
             classes, tf.constant(0, tf.int64), message="LogisticSoftmax: a label is below 0"
         )
@@ -88,14 +77,24 @@ class LogisticSoftmax(gpflow.likelihoods.MonteCarloLikelihood):
         return p - tf.square(p)
 
 
+DISCRETE_LIKELIHOODS: tuple = (
+    gpflow.likelihoods.Bernoulli,
+    gpflow.likelihoods.Poisson,
+    gpflow.likelihoods.Ordinal,
+    gpflow.likelihoods.Softmax,
+    gpflow.likelihoods.MultiClass,
+    LogisticSoftmax,
+)
+"""Likelihoods of a discrete variable: each log p(yᵢ | fᵢ) is a log-probability, so ≤ 0."""
+
+
 def log_density_ceiling(likelihood: gpflow.likelihoods.Likelihood) -> Optional[float]:
     """
     An upper bound on log p(yᵢ | fᵢ) over every fᵢ and every point, and so on log p(y) per point:
-    0 for a likelihood of a discrete variable (:data:`DISCRETE_LIKELIHOODS`,
-    :class:`LogisticSoftmax`); ``None`` where none is known (a density, such as the Gaussian's,
-    can exceed 1).
+    0 for a likelihood of a discrete variable (:data:`DISCRETE_LIKELIHOODS`); ``None`` where none
+    is known (a density, such as the Gaussian's, can exceed 1).
     """
-    return 0.0 if isinstance(likelihood, (*DISCRETE_LIKELIHOODS, LogisticSoftmax)) else None
+    return 0.0 if isinstance(likelihood, DISCRETE_LIKELIHOODS) else None
 
 
 __all__ = ["DISCRETE_LIKELIHOODS", "LogisticSoftmax", "log_density_ceiling"]
