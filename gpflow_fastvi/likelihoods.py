@@ -41,8 +41,9 @@ class LogisticSoftmax(gpflow.likelihoods.MonteCarloLikelihood):
         super().__init__(input_dim=None, latent_dim=num_classes, observation_dim=None, **kwargs)
         self.num_classes = num_classes
 
-    def _classes(self, Y: TensorType) -> tf.Tensor:
-        """The labels Y [..., 1] as integer classes [...], checked to be integers in range."""
+    def classes(self, Y: TensorType) -> tf.Tensor:
+        """The labels Y [..., 1] as integer classes [...], checked in the graph to be integers in
+        {0, …, C − 1} (a mini-batch from a ``tf.data`` pipeline is never seen by NumPy)."""
         Y = tf.convert_to_tensor(Y)
         if not Y.dtype.is_integer:
             tf.debugging.assert_equal(
@@ -62,7 +63,7 @@ class LogisticSoftmax(gpflow.likelihoods.MonteCarloLikelihood):
     @inherit_check_shapes
     def _log_prob(self, X: TensorType, F: TensorType, Y: TensorType) -> tf.Tensor:
         log_sigmoid = -tf.math.softplus(-F)  # log σ(f_c), finite for any f
-        one_hot = tf.one_hot(self._classes(Y), self.num_classes, dtype=log_sigmoid.dtype)
+        one_hot = tf.one_hot(self.classes(Y), self.num_classes, dtype=log_sigmoid.dtype)
         own = tf.reduce_sum(one_hot * log_sigmoid, axis=-1)  # broadcasts as GPflow's shapes do
         return own - tf.reduce_logsumexp(log_sigmoid, axis=-1)
 
@@ -77,13 +78,18 @@ class LogisticSoftmax(gpflow.likelihoods.MonteCarloLikelihood):
         return p - tf.square(p)
 
 
+MULTI_CLASS_LIKELIHOODS: tuple = (
+    gpflow.likelihoods.Softmax,
+    gpflow.likelihoods.MultiClass,
+    LogisticSoftmax,
+)
+"""Likelihoods of one of C classes per point, each with ``num_classes`` and labels in {0, …, C − 1}."""
+
 DISCRETE_LIKELIHOODS: tuple = (
     gpflow.likelihoods.Bernoulli,
     gpflow.likelihoods.Poisson,
     gpflow.likelihoods.Ordinal,
-    gpflow.likelihoods.Softmax,
-    gpflow.likelihoods.MultiClass,
-    LogisticSoftmax,
+    *MULTI_CLASS_LIKELIHOODS,
 )
 """Likelihoods of a discrete variable: each log p(yᵢ | fᵢ) is a log-probability, so ≤ 0."""
 
@@ -97,4 +103,9 @@ def log_density_ceiling(likelihood: gpflow.likelihoods.Likelihood) -> Optional[f
     return 0.0 if isinstance(likelihood, DISCRETE_LIKELIHOODS) else None
 
 
-__all__ = ["DISCRETE_LIKELIHOODS", "LogisticSoftmax", "log_density_ceiling"]
+__all__ = [
+    "DISCRETE_LIKELIHOODS",
+    "LogisticSoftmax",
+    "MULTI_CLASS_LIKELIHOODS",
+    "log_density_ceiling",
+]

@@ -21,6 +21,7 @@ import tensorflow as tf
 from check_shapes import check_shapes
 
 from .exceptions import IncompatibleLikelihoodError, InvalidDataError
+from .likelihoods import MULTI_CLASS_LIKELIHOODS
 
 # --------------------------------------------------------------------------------------------------
 # Arrays
@@ -66,7 +67,14 @@ def check_data(data: Any) -> Tuple[np.ndarray, np.ndarray]:
     X = as_float_array(data[0], "X")
     Y = as_float_array(data[1], "Y")
     if Y.shape[1] != 1:
-        raise InvalidDataError(f"Y must have shape [N, 1]; got {list(Y.shape)}.")
+        one_hot = np.all((Y == 0.0) | (Y == 1.0)) and np.all(Y.sum(axis=1) == 1.0)
+        hint = (
+            " These look like one-hot rows: pass the classes, np.argmax(Y, axis=1)[:, None], as "
+            "GPflow's multi-class likelihoods take them."
+            if one_hot
+            else ""
+        )
+        raise InvalidDataError(f"Y must have shape [N, 1]; got {list(Y.shape)}.{hint}")
     if X.shape[0] != Y.shape[0]:
         raise InvalidDataError(
             f"X and Y must have the same number of rows; got {X.shape[0]} and {Y.shape[0]}."
@@ -231,11 +239,14 @@ def binary_labels_to_01(Y: np.ndarray, name: str = "Y") -> np.ndarray:
 def targets_for_likelihood(likelihood: gpflow.likelihoods.Likelihood, Y: np.ndarray) -> np.ndarray:
     """
     Check targets [N, 1] against what ``likelihood`` can score and return them in its convention:
-    binary labels ({0, 1} or {−1, +1}, stored as {0, 1}) for Bernoulli, non-negative integer counts
-    for Poisson, anything finite otherwise.
+    binary labels ({0, 1} or {−1, +1}, stored as {0, 1}) for Bernoulli, integer classes in
+    {0, …, C − 1} for a likelihood of C classes, non-negative integer counts for Poisson, anything
+    finite otherwise.
     """
     if isinstance(likelihood, gpflow.likelihoods.Bernoulli):
         return binary_labels_to_01(Y)
+    if isinstance(likelihood, MULTI_CLASS_LIKELIHOODS):
+        return class_labels(Y, likelihood.num_classes)
     if isinstance(likelihood, gpflow.likelihoods.Poisson):
         bad = (Y < 0) | (Y != np.round(Y))
         if np.any(bad):
@@ -243,6 +254,22 @@ def targets_for_likelihood(likelihood: gpflow.likelihoods.Likelihood, Y: np.ndar
                 "Y must hold non-negative integer counts for a Poisson likelihood; found "
                 f"{np.unique(Y[bad])[:6].tolist()}."
             )
+    return Y
+
+
+def class_labels(Y: np.ndarray, num_classes: int) -> np.ndarray:
+    """
+    Labels [N, 1] (shape checked by :func:`check_data`) of a C-class likelihood, as GPflow's
+    ``Softmax`` takes them: integer classes in {0, …, C − 1}, held as integers or as floats with
+    integer values (returned as they are).
+    """
+    Y = np.asarray(Y)
+    bad = (Y != np.round(Y)) | (Y < 0) | (Y >= num_classes)
+    if np.any(bad):
+        raise InvalidDataError(
+            f"Y must hold integer classes in {{0, …, {num_classes - 1}}} for a likelihood of "
+            f"{num_classes} classes; found {np.unique(Y[bad])[:6].tolist()}."
+        )
     return Y
 
 
@@ -301,8 +328,10 @@ def check_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood, needed_by: 
         )
     if not isinstance(likelihood, gpflow.likelihoods.ScalarLikelihood):
         raise IncompatibleLikelihoodError(
-            f"{needed}. Multi-class and multi-output likelihoods are not supported by any model "
-            "of this package: it does binary classification and scalar likelihoods."
+            f"{needed}. For C classes use PolyaGammaSVGP with "
+            "gpflow_fastvi.likelihoods.LogisticSoftmax(C) and num_latent_gps=C, the one model of "
+            "this package with several latent functions; multi-output likelihoods are not "
+            "supported."
         )
     raise IncompatibleLikelihoodError(
         f"{needed}. For another scalar likelihood use VITaylor, KLCorrected or VIConcave "
@@ -313,10 +342,16 @@ def check_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood, needed_by: 
 def check_scalar_likelihood(likelihood: gpflow.likelihoods.Likelihood, model: str) -> None:
     """Raise :class:`IncompatibleLikelihoodError` unless ``likelihood`` factorises over points."""
     if not isinstance(likelihood, gpflow.likelihoods.ScalarLikelihood):
+        multi_class = (
+            " For C classes use PolyaGammaSVGP with gpflow_fastvi.likelihoods.LogisticSoftmax(C) "
+            "and num_latent_gps=C."
+            if isinstance(likelihood, MULTI_CLASS_LIKELIHOODS)
+            else ""
+        )
         raise IncompatibleLikelihoodError(
             f"{model} needs a likelihood that factorises over data points with one latent function "
             f"(a gpflow.likelihoods.ScalarLikelihood, such as Bernoulli, Poisson or Gaussian); got "
-            f"{type(likelihood).__name__}."
+            f"{type(likelihood).__name__}.{multi_class}"
         )
 
 

@@ -43,7 +43,7 @@ def problem(rng, N=40, M=7, mean=0.0):
 def stepped_q(projection, prior_mean, q_mu, q_sqrt, L, whiten, local_sites, scale, rho):
     """The step as (q_mu, q_sqrt) in the stored frame, as a model forms it."""
     m, R = whitened_q(q_mu, q_sqrt, L, whiten)
-    stats = step_statistics(projection, prior_mean, m, R, local_sites)
+    (stats,) = step_statistics(projection, prior_mean, [(m, R)], local_sites)
     natural = natural_gradient_parameters(m, R, stats, scale, rho)
     return q_from_natural(natural, L, whiten)
 

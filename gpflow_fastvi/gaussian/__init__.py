@@ -13,9 +13,11 @@ from .collapsed import (
     gaussian_factors,
 )
 from .natural import (
+    LatentQ,
     NaturalParameters,
     expected_sites,
     kl_to_prior,
+    latent_marginals,
     marginal_covariance,
     marginals,
     natural_gradient_parameters,
@@ -44,6 +46,7 @@ from .statistics import (
 __all__ = [
     "CollapsedBound",
     "CollapsedFactors",
+    "LatentQ",
     "NaturalParameters",
     "Projection",
     "checked_cholesky",
@@ -55,6 +58,7 @@ __all__ = [
     "is_factorisable",
     "kl_to_prior",
     "kmm_cholesky",
+    "latent_marginals",
     "map_over_batches",
     "marginal_covariance",
     "marginals",

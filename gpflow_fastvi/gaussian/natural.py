@@ -23,7 +23,7 @@ change linearly with the frame, so the step is the same whether ``q_mu``/``q_sqr
 whitened or not.
 """
 
-from typing import Callable, NamedTuple, Tuple
+from typing import Callable, NamedTuple, Sequence, Tuple
 
 import tensorflow as tf
 from check_shapes import check_shapes
@@ -124,59 +124,76 @@ def kl_to_prior(m: tf.Tensor, R: tf.Tensor) -> tf.Tensor:
 
 
 @check_shapes(
-    "sites.a: [N, 1]",
-    "sites.b: [N, 1]",
-    "sites.w: [N, 1]",
-    "Fmu: [N, 1]",
-    "Fvar: [N, 1]",
-    "return: [N, 1]",
+    "sites.a: [N, L]",
+    "sites.b: [N, L]",
+    "sites.w: [N, L]",
+    "Fmu: [N, L]",
+    "Fvar: [N, L]",
+    "return: [N, L]",
 )
 def expected_sites(sites: Sites, Fmu: tf.Tensor, Fvar: tf.Tensor) -> tf.Tensor:
-    """E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] = aᵢ + bᵢ μᵢ − wᵢ (μᵢ² + σᵢ²)/2 for q(fᵢ) = N(μᵢ, σᵢ²)."""
+    """E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] = aᵢ + bᵢ μᵢ − wᵢ (μᵢ² + σᵢ²)/2 for q(fᵢ) = N(μᵢ, σᵢ²), for
+    each point and each of the L latent functions."""
     return sites.a + sites.b * Fmu - 0.5 * sites.w * (tf.square(Fmu) + Fvar)
 
 
 LocalSites = Callable[[tf.Tensor, tf.Tensor], Sites]
-"""(Fmu, Fvar) ↦ the sites on f of a batch, with local parameters optimal for q(f) = N(Fmu, Fvar)."""
+"""(Fmu, Fvar) ↦ the sites on f of a batch, with local parameters optimal for q(f) = N(Fmu, Fvar);
+all three [N, L], one column per latent function."""
+
+LatentQ = Sequence[Tuple[tf.Tensor, tf.Tensor]]
+"""q(v) of each of L latent functions, as the pairs (m [M, 1], R [M, M]) of q(v_l) = N(m, R Rᵀ)."""
+
+
+@check_shapes(
+    "A: [M, N]",
+    "Ktilde_diag: [N]",
+    "return[0]: [N, L]",
+    "return[1]: [N, L]",
+)
+def latent_marginals(
+    A: tf.Tensor, Ktilde_diag: tf.Tensor, q: LatentQ
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """:func:`marginals` of each latent function of ``q``, side by side: one projection A for all
+    of them, one Rᵀ A per latent function."""
+    means, variances = zip(*(marginals(A, Ktilde_diag, m, R) for m, R in q))
+    return tf.concat(means, axis=1), tf.concat(variances, axis=1)
 
 
 @check_shapes(
     "projection.A: [M, N]",
     "projection.Ktilde_diag: [N]",
-    "prior_mean: [N, 1]",
-    "m: [M, 1]",
-    "R: [M, M]",
+    "prior_mean: [broadcast N, broadcast L]",
     "return: []",
 )
 def summed_expected_sites(
     projection: Projection,
     prior_mean: tf.Tensor,
-    m: tf.Tensor,
-    R: tf.Tensor,
+    q: LatentQ,
     local_sites: LocalSites,
 ) -> tf.Tensor:
     """
-    Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] over the points of ``projection`` under q(v) = N(m, R Rᵀ), with
-    f = μ(x) + g and the sites' local parameters set by ``local_sites`` from the marginals: the
-    part of :func:`sites_elbo` that is a sum over points.
+    Σᵢ Σ_l E_q[a_il + b_il f_il − w_il f_il²/2] over the points of ``projection`` and the latent
+    functions of ``q``, with f = μ(x) + g and the sites' local parameters set by ``local_sites``
+    from the marginals: the part of :func:`sites_elbo` that is a sum over points.
     """
-    Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
+    Gmu, Fvar = latent_marginals(projection.A, projection.Ktilde_diag, q)
     Fmu = Gmu + prior_mean
     return tf.reduce_sum(expected_sites(local_sites(Fmu, Fvar), Fmu, Fvar))
 
 
-@check_shapes("expected: []", "m: [M, 1]", "R: [M, M]", "scale: []", "return: []")
-def sites_elbo(expected: tf.Tensor, m: tf.Tensor, R: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
+@check_shapes("expected: []", "scale: []", "return: []")
+def sites_elbo(expected: tf.Tensor, q: LatentQ, scale: tf.Tensor) -> tf.Tensor:
     """
-    The ELBO of Gaussian sites at q(v) = N(m, R Rᵀ) from a batch's ``expected`` sites
-    (:func:`summed_expected_sites`) scaled by ``scale`` = n/s:
+    The ELBO of Gaussian sites at q(v) (:data:`LatentQ`, one Gaussian per latent function) from a
+    batch's ``expected`` sites (:func:`summed_expected_sites`) scaled by ``scale`` = n/s:
 
-        scale · Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL[q(u) ‖ p(u)].
+        scale · Σᵢ Σ_l E_q[a_il + b_il f_il − w_il f_il²/2] − Σ_l KL[q(u_l) ‖ p(u_l)].
 
     Unbiased over random batches; at the full batch, the optimal q and optimal local parameters it
     is the collapsed bound.
     """
-    return scale * expected - kl_to_prior(m, R)
+    return scale * expected - tf.add_n([kl_to_prior(m, R) for m, R in q])
 
 
 @check_shapes("m: [M, 1]", "R: [M, M]", "return.eta1: [M, 1]", "return.precision: [M, M]")
@@ -234,28 +251,28 @@ def q_from_natural(
 @check_shapes(
     "projection.A: [M, N]",
     "projection.Ktilde_diag: [N]",
-    "prior_mean: [N, 1]",
-    "m: [M, 1]",
-    "R: [M, M]",
-    "return.AWAt: [M, M]",
-    "return.Ab: [M, 1]",
+    "prior_mean: [broadcast N, broadcast L]",
 )
 def step_statistics(
     projection: Projection,
     prior_mean: tf.Tensor,
-    m: tf.Tensor,
-    R: tf.Tensor,
+    q: LatentQ,
     local_sites: LocalSites,
-) -> SiteStatistics:
+) -> Tuple[SiteStatistics, ...]:
     """
-    The statistics of the sites that a natural-gradient step from q(v) = N(m, R Rᵀ) moves
-    towards, on the points of ``projection``: the sites' local parameters set for the marginals
-    of q (``local_sites``), moved onto the zero-mean process g. The part of the step that is a
-    sum over points; :func:`natural_gradient_parameters` takes it from there.
+    The statistics of the sites that a natural-gradient step from q(v) (:data:`LatentQ`) moves
+    towards, on the points of ``projection``, one :class:`~gpflow_fastvi.types.SiteStatistics`
+    per latent function: the sites' local parameters set for the marginals of q
+    (``local_sites``, which sees every latent function at once, as a multi-class likelihood
+    couples them), moved onto the zero-mean process g. The part of the step that is a sum over
+    points; :func:`natural_gradient_parameters` takes it from there, per latent function.
     """
-    Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
+    Gmu, Fvar = latent_marginals(projection.A, projection.Ktilde_diag, q)
     sites = shift_sites(local_sites(Gmu + prior_mean, Fvar), prior_mean)
-    return statistics_from_projection(projection, sites)
+    return tuple(
+        statistics_from_projection(projection, Sites(*(t[:, k : k + 1] for t in sites)))
+        for k in range(len(q))
+    )
 
 
 @check_shapes(

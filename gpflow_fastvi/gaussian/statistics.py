@@ -134,11 +134,11 @@ def projected_marginals(
 
 
 @check_shapes(
-    "sites.a: [N, 1]",
-    "sites.b: [N, 1]",
-    "sites.w: [N, 1]",
-    "prior_mean: [N, 1]",
-    "return.a: [N, 1]",
+    "sites.a: [N, L]",
+    "sites.b: [N, L]",
+    "sites.w: [N, L]",
+    "prior_mean: [broadcast N, broadcast L]",
+    "return.a: [N, L]",
 )
 def shift_sites(sites: Sites, prior_mean: tf.Tensor) -> Sites:
     """

@@ -176,7 +176,9 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
             raise IncompatibleLikelihoodError(
                 f"{type(self).__name__} is for one latent function (binary classification or a "
                 "scalar likelihood such as Poisson): it takes a single-output kernel and "
-                f"num_latent_gps=1; got {type(kernel).__name__} with num_latent_gps={num_latent_gps}."
+                f"num_latent_gps=1; got {type(kernel).__name__} with num_latent_gps={num_latent_gps}. "
+                "For C classes use PolyaGammaSVGP with gpflow_fastvi.likelihoods.LogisticSoftmax(C) "
+                "and num_latent_gps=C."
             )
         if q_diag:
             raise ValueError(

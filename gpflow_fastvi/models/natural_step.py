@@ -5,13 +5,14 @@ closed-form optimum in natural parameters (:mod:`gpflow_fastvi.gaussian.natural`
 batch's estimate of the sites' ELBO, from the same projection of the batch.
 """
 
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import tensorflow as tf
 from gpflow.base import RegressionData
 
 from ..distribution import sum_and_gradient_over_replicas
 from ..gaussian import (
+    LatentQ,
     NaturalParameters,
     Projection,
     natural_gradient_parameters,
@@ -20,7 +21,6 @@ from ..gaussian import (
     step_statistics,
     stored_q,
     summed_expected_sites,
-    whitened_q,
 )
 from ..types import SiteStatistics
 from .predictions import SitePredictions
@@ -30,7 +30,10 @@ from .step_sizes import LOSS_AVERAGED_POINTS, mini_batch_step_size
 class NaturalGradientStep(SitePredictions):
     """
     The natural-gradient step of :class:`~gpflow_fastvi.models.protocol.SiteModel` and the
-    batch ELBO it returns, written once for every model.
+    batch ELBO it returns, written once for every model and for any number L of latent functions
+    (``num_latent_gps``; one for every binary or scalar likelihood, C for C classes): one factor
+    L = chol(Kmm) and one projection A = L⁻¹Kmn per pass, shared by the latent functions; each has
+    its own q(u_l), its own column of sites and its own step.
     """
 
     def batch_sites_elbo(
@@ -44,39 +47,42 @@ class NaturalGradientStep(SitePredictions):
     ) -> tf.Tensor:
         """
         The ELBO of the sites at q(u) = (``q_mu``, ``q_sqrt``) estimated from the batch (X, Y):
-        data_scale · Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] − KL, with each site's local parameters
-        optimal for the marginals (:func:`~gpflow_fastvi.gaussian.natural.sites_elbo`). The sum
-        is taken by :meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_projected_rows` (the batch's ``projection`` by L = chol(Kmm) saves
-        projecting it again, where one device makes the pass).
+        data_scale · Σᵢ Σ_l E_q[a_il + b_il f_il − w_il f_il²/2] − Σ_l KL, with each site's local
+        parameters optimal for the marginals (:func:`~gpflow_fastvi.gaussian.natural.sites_elbo`).
+        The sum is taken by
+        :meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_projected_rows` (the batch's
+        ``projection`` by L = chol(Kmm) saves projecting it again, where one device makes the
+        pass).
         """
-        m, R = whitened_q(q_mu, q_sqrt, L, self.whiten)
-        total = self.sum_over_projected_rows(self.rows_expected_sites, X, Y, L, (m, R), projection)
-        return sites_elbo(total, m, R, self.data_scale(X))
+        q = self.whitened_latents(q_mu, q_sqrt, L)
+        total = self.sum_over_projected_rows(
+            self.rows_expected_sites, X, Y, L, _flat(q), projection
+        )
+        return sites_elbo(total, q, self.data_scale(X))
 
     def rows_expected_sites(
-        self, X: tf.Tensor, Y: tf.Tensor, projection: Projection, m: tf.Tensor, R: tf.Tensor
+        self, X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
     ) -> tf.Tensor:
-        """Σᵢ E_q[aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2] over the rows (X, Y) with the given ``projection``, for
-        q(v) = N(m, R Rᵀ): the sum over points of :meth:`batch_sites_elbo`."""
+        """Σᵢ Σ_l E_q[a_il + b_il f_il − w_il f_il²/2] over the rows (X, Y) with the given
+        ``projection``, for q(v) given flat as (m_1, R_1, m_2, R_2, …): the sum over points of
+        :meth:`batch_sites_elbo`."""
         return summed_expected_sites(
             projection,
             self.mean_function(X),
-            m,
-            R,
+            _pairs(q),
             lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
         )
 
     def rows_step_statistics(
-        self, X: tf.Tensor, Y: tf.Tensor, projection: Projection, m: tf.Tensor, R: tf.Tensor
-    ) -> SiteStatistics:
-        """The statistics of the sites read off q(v) = N(m, R Rᵀ) at the rows (X, Y) with the
-        given ``projection``: the sum over points of :meth:`natural_gradient_parameters`. Held
-        fixed: no gradient."""
+        self, X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
+    ) -> Tuple[SiteStatistics, ...]:
+        """The statistics of the sites read off q(v), given flat as (m_1, R_1, …), at the rows
+        (X, Y) with the given ``projection``, one per latent function: the sum over points of
+        :meth:`natural_gradient_parameters`. Held fixed: no gradient."""
         stats = step_statistics(
             tf.nest.map_structure(tf.stop_gradient, projection),
             tf.stop_gradient(self.mean_function(X)),
-            m,
-            R,
+            _pairs(q),
             lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
         )
         return tf.nest.map_structure(tf.stop_gradient, stats)
@@ -93,35 +99,47 @@ class NaturalGradientStep(SitePredictions):
         q_sqrt: tf.Tensor,
         rho: Any,
         projection: Optional[Projection] = None,
-    ) -> NaturalParameters:
+    ) -> Tuple[NaturalParameters, ...]:
         """
-        The natural parameters of q(v) (whitened by L = chol(Kmm)) after a natural-gradient step
-        of size ``rho`` from q(u) = (``q_mu``, ``q_sqrt``) on the batch (X, Y): the sites' local
-        parameters are set for the given q(u) (:meth:`local_sites`), their statistics summed by
-        :meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_projected_rows` (from the batch's ``projection`` when given), and q(v) moves towards
-        the batch's closed-form optimum scaled by :meth:`data_scale`
+        The natural parameters of q(v_l) (whitened by L = chol(Kmm)), one per latent function,
+        after a natural-gradient step of size ``rho`` from q(u) = (``q_mu``, ``q_sqrt``) on the
+        batch (X, Y): the sites' local parameters are set for the given q(u)
+        (:meth:`local_sites`), their statistics summed by
+        :meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_projected_rows` (from the batch's
+        ``projection`` when given), and each q(v_l) moves towards the batch's closed-form optimum
+        scaled by :meth:`data_scale`
         (:func:`~gpflow_fastvi.gaussian.natural.natural_gradient_parameters`). Held fixed: no
         gradient.
         """
         L = tf.stop_gradient(L)
-        m, R = whitened_q(q_mu, q_sqrt, L, self.whiten)
-        m, R = tf.stop_gradient(m), tf.stop_gradient(R)
-        stats = self.sum_over_projected_rows(self.rows_step_statistics, X, Y, L, (m, R), projection)
-        natural = natural_gradient_parameters(
-            m, R, stats, self.data_scale(X), tf.convert_to_tensor(rho, dtype=L.dtype)
+        q = tf.nest.map_structure(tf.stop_gradient, self.whitened_latents(q_mu, q_sqrt, L))
+        stats = self.sum_over_projected_rows(
+            self.rows_step_statistics, X, Y, L, _flat(q), projection
+        )
+        scale = self.data_scale(X)
+        rho = tf.convert_to_tensor(rho, dtype=L.dtype)
+        natural = tuple(
+            natural_gradient_parameters(m, R, s, scale, rho) for (m, R), s in zip(q, stats)
         )
         return tf.nest.map_structure(tf.stop_gradient, natural)
 
     def stored_q_from_natural(
-        self, natural: NaturalParameters, L: tf.Tensor
+        self, natural: Sequence[NaturalParameters], L: tf.Tensor
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         """
-        ``(q_mu, q_sqrt)`` in the stored frame (through L = chol(Kmm)) for q(v) with natural
-        parameters ``natural``. Held fixed: no gradient, in either frame.
+        ``(q_mu [M, L], q_sqrt [L, M, M])`` in the stored frame (through L = chol(Kmm)) for the
+        q(v_l) with natural parameters ``natural``, one per latent function. Held fixed: no
+        gradient, in either frame.
         """
         L = tf.stop_gradient(L)
-        m, R = q_from_natural(natural, L, True)
-        return stored_q(m, R[0], L, self.whiten)
+        stored = []
+        for parameters in natural:
+            m, R = q_from_natural(parameters, L, True)
+            stored.append(stored_q(m, R[0], L, self.whiten))
+        if len(stored) == 1:
+            return stored[0]
+        means, roots = zip(*stored)
+        return tf.concat(means, axis=1), tf.concat(roots, axis=0)
 
     def natural_gradient_step(self, data: RegressionData, rho: tf.Tensor) -> tf.Tensor:
         """
@@ -158,30 +176,30 @@ class NaturalGradientStep(SitePredictions):
         sites at the new q(u) with their gradient; those are all-reduced together
         (:func:`~gpflow_fastvi.distribution.sum_and_gradient_over_replicas`).
         """
-        whiten = self.whiten
         q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
-        m, R = (tf.stop_gradient(t) for t in whitened_q(q_mu, q_sqrt, L, whiten))
+        q = tf.nest.map_structure(tf.stop_gradient, self.whitened_latents(q_mu, q_sqrt, L))
         scale = self.data_scale(X)  # of the whole batch, not of a replica's share
         rho = tf.convert_to_tensor(rho, dtype=L.dtype)
 
         def replica_step(X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor) -> Tuple[tf.Tensor, Any]:
             projection = self.projection(X, L)
-            stats = self.rows_step_statistics(X, Y, projection, m, R)
+            stats = self.rows_step_statistics(X, Y, projection, *_flat(q))
             stats = tf.distribute.get_replica_context().all_reduce(
                 tf.distribute.ReduceOp.SUM, stats
             )
-            natural = natural_gradient_parameters(m, R, stats, scale, rho)
+            natural = [
+                natural_gradient_parameters(m, R, s, scale, rho) for (m, R), s in zip(q, stats)
+            ]
             new_q = self.stored_q_from_natural(natural, L)  # held fixed
-            new_m, new_R = whitened_q(*new_q, L, whiten)
-            return self.rows_expected_sites(X, Y, projection, new_m, new_R), new_q
+            new_latents = self.whitened_latents(*new_q, L)
+            return self.rows_expected_sites(X, Y, projection, *_flat(new_latents)), new_q
 
         # The new q(u) comes back from the replicas, which formed it: no second factorisation.
         expected, (q_mu, q_sqrt) = sum_and_gradient_over_replicas(
             replica_step, (X, Y), strategy, (L,), self.trainable_variables
         )
         self.store_q(q_mu, q_sqrt)
-        m, R = whitened_q(q_mu, q_sqrt, L, whiten)
-        return sites_elbo(expected, m, R, scale)
+        return sites_elbo(expected, self.whitened_latents(q_mu, q_sqrt, L), scale)
 
     def mini_batch_loss_step(self, data: RegressionData) -> tf.Tensor:
         """
@@ -192,3 +210,14 @@ class NaturalGradientStep(SitePredictions):
         X, _ = data
         rho = mini_batch_step_size(tf.shape(X)[0], LOSS_AVERAGED_POINTS)
         return -(self.natural_gradient_step(data, rho) + self.log_prior_density())
+
+
+def _flat(q: LatentQ) -> Tuple[tf.Tensor, ...]:
+    """q(v) of every latent function as one flat tuple (m_1, R_1, m_2, R_2, …), as a pass over
+    the data takes its shared tensors."""
+    return tuple(t for pair in q for t in pair)
+
+
+def _pairs(flat: Sequence[tf.Tensor]) -> LatentQ:
+    """The inverse of :func:`_flat`."""
+    return list(zip(flat[::2], flat[1::2]))

@@ -9,6 +9,8 @@ from gpflow.base import RegressionData
 from ..distribution import set_trainable
 from ..exceptions import IncompatibleLikelihoodError
 from ..inducing import make_inducing_variable, set_inducing_trainable
+from ..likelihoods import LogisticSoftmax
+from ..sites.logistic_softmax import ls_optimal_locals, ls_sites, one_hot_labels
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
 from ..types import Route, Sites
 from ..validation import check_logit_bernoulli, checked_signed_labels, positive_int
@@ -101,13 +103,26 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
             hyperparameters: ``None`` (the default) as SVGP does (trained when given as an array;
             a GPflow inducing variable keeps its own flags), ``False`` to hold them fixed.
         """
-        check_logit_bernoulli(likelihood, "PolyaGammaSVGP's Pólya-Gamma augmentation")
-        if num_latent_gps != 1 or isinstance(kernel, gpflow.kernels.MultioutputKernel):
+        if isinstance(kernel, gpflow.kernels.MultioutputKernel):
             raise IncompatibleLikelihoodError(
-                "PolyaGammaSVGP is for binary classification with one latent GP: it takes a "
-                f"single-output kernel and num_latent_gps=1; got {type(kernel).__name__} with "
-                f"num_latent_gps={num_latent_gps}."
+                "PolyaGammaSVGP takes a single-output kernel, shared by its latent functions as "
+                f"in GPflow's SVGP(num_latent_gps=C); got {type(kernel).__name__}."
             )
+        if isinstance(likelihood, LogisticSoftmax):
+            if num_latent_gps != likelihood.num_classes:
+                raise IncompatibleLikelihoodError(
+                    f"PolyaGammaSVGP with LogisticSoftmax({likelihood.num_classes}) needs one "
+                    f"latent GP per class, num_latent_gps={likelihood.num_classes} (as GPflow's "
+                    f"SVGP does); got num_latent_gps={num_latent_gps}."
+                )
+        else:
+            check_logit_bernoulli(likelihood, "PolyaGammaSVGP's Pólya-Gamma augmentation")
+            if num_latent_gps != 1:
+                raise IncompatibleLikelihoodError(
+                    "PolyaGammaSVGP with a Bernoulli likelihood has one latent GP, "
+                    f"num_latent_gps=1; got num_latent_gps={num_latent_gps}. For C classes use "
+                    "gpflow_fastvi.likelihoods.LogisticSoftmax(C) with num_latent_gps=C."
+                )
         if q_diag:
             raise ValueError(
                 "PolyaGammaSVGP needs q_diag=False: its closed-form natural-gradient step gives q(u) "
@@ -118,7 +133,7 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
             likelihood,
             make_inducing_variable(inducing_variable),
             mean_function=mean_function,
-            num_latent_gps=1,
+            num_latent_gps=num_latent_gps,
             q_diag=False,
             q_mu=q_mu,
             q_sqrt=q_sqrt,
@@ -141,7 +156,16 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
     # The site rule: Pólya-Gamma sites with c optimal for the current q(f).
 
     def local_sites(self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Sites:
-        """Sites of points with labels Y whose local q(ωᵢ) = PG(1, cᵢ) is optimal for q(f) = N(Fmu, Fvar)."""
+        """
+        Sites of points with labels Y whose local variational factors are optimal for
+        q(f) = N(Fmu, Fvar): q(ωᵢ) = PG(1, cᵢ) for binary labels (one site per point); for
+        :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax`, q(λᵢ), q(n_ic) and q(ω_ic | n_ic)
+        of its augmentation (one site per point and class, :mod:`~gpflow_fastvi.sites.logistic_softmax`).
+        """
+        likelihood = self.likelihood
+        if isinstance(likelihood, LogisticSoftmax):
+            Y = one_hot_labels(likelihood.classes(Y)[:, None], likelihood.num_classes, Fmu.dtype)
+            return ls_sites(Y, ls_optimal_locals(Fmu, Fvar))
         return pg_sites(checked_signed_labels(Y, "PolyaGammaSVGP"), pg_optimal_c(Fmu, Fvar))
 
     def elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
@@ -203,7 +227,9 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
             finite = tf.constant(True)
             for _ in range(FULL_DATA_STEPS):
                 natural = self.natural_gradient_parameters(X, Y, L, q_mu, q_sqrt, 1.0, projection)
-                finite &= tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in natural])
+                finite &= tf.reduce_all(
+                    [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(natural)]
+                )
                 q_mu, q_sqrt = tf.cond(
                     finite,
                     lambda natural=natural: self.stored_q_from_natural(natural, L),

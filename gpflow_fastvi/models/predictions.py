@@ -11,7 +11,7 @@ import tensorflow as tf
 from gpflow.base import InputData, MeanAndVariance, RegressionData
 
 from ..exceptions import InvalidDataError
-from ..gaussian import marginal_covariance, marginals, robust_cholesky, stored_q, whitened_q
+from ..gaussian import latent_marginals, marginal_covariance, robust_cholesky, stored_q
 from ..validation import checked_inputs, inducing_inputs
 from .q_frame import QStorage
 
@@ -48,15 +48,19 @@ class SitePredictions(QStorage):
         whose latent function differs from f̄ overrides (:class:`~gpflow_fastvi.KLCorrected`).
         """
         L = self.Kmm_cholesky()
-        m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
+        q = self.whitened_latents(self.q_mu, self.q_sqrt, L)
         projection = self.projection(Xnew, L)
-        Gmu, var = marginals(projection.A, projection.Ktilde_diag, m, R)
+        Gmu, var = latent_marginals(projection.A, projection.Ktilde_diag, q)  # [N, L] each
         mean = Gmu + self.mean_function(Xnew)
         if full_cov:
             Knn = self.kernel(Xnew, full_cov=True)
-            var = marginal_covariance(projection.A, Knn, R)[None]  # [1, N, N]
-            return mean, (var[0][:, None, :, None] if full_output_cov else var)  # [N, 1, N, 1]
-        return mean, (var[:, :, None] if full_output_cov else var)  # [N, 1, 1] or [N, 1]
+            cov = tf.stack([marginal_covariance(projection.A, Knn, R) for _, R in q])  # [L, N, N]
+            if not full_output_cov:
+                return mean, cov
+            # Independent latent functions: [N, L, N, L], zero between two of them.
+            eye = tf.eye(len(q), dtype=cov.dtype)
+            return mean, tf.einsum("lnm,lk->nlmk", cov, eye)
+        return mean, (tf.linalg.diag(var) if full_output_cov else var)  # [N, L, L] or [N, L]
 
     def predict_y(
         self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
@@ -86,7 +90,8 @@ class SitePredictions(QStorage):
     def site_precisions(self, data: Optional[RegressionData] = None) -> np.ndarray:
         """
         The site precisions wᵢ [N] of the points ``data`` = (X, Y) (default: the data the model
-        holds) at the current q(u): how firmly each point's likelihood pins f there. They weight
+        holds) at the current q(u), summed over the latent functions: how firmly each point's
+        likelihood pins f there. They weight
         the trace term that :func:`~gpflow_fastvi.greedy_inducing_points` shrinks.
         """
         if data is None:
@@ -98,13 +103,13 @@ class SitePredictions(QStorage):
                 )
         X, Y = self.checked_data(data)
         Fmu, Fvar = self.predict_f_at(X)
-        return self.local_sites(X, Y, Fmu, Fvar).w[:, 0].numpy()
+        return tf.reduce_sum(self.local_sites(X, Y, Fmu, Fvar).w, axis=1).numpy()
 
     def move_inducing_inputs(self, Z: Any) -> None:
         """
         Put the inducing inputs at ``Z`` [M, D] (as many as now) and q(u) at the current posterior
-        of f there, q(f(Z)): the model keeps what it has learnt, as far as the new inputs can carry
-        it, and a closed-form step starts from there.
+        of f there, q(f(Z)), for each latent function: the model keeps what it has learnt, as far
+        as the new inputs can carry it, and a closed-form step starts from there.
         """
         Z_old = self.inducing_variable.Z
         Z = tf.constant(inducing_inputs(Z), dtype=Z_old.dtype)
@@ -114,14 +119,19 @@ class SitePredictions(QStorage):
                 f"got {list(Z.shape)}."
             )
         L = self.Kmm_cholesky()
-        m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
+        q = self.whitened_latents(self.q_mu, self.q_sqrt, L)
         projection = self.projection(Z, L)
-        Gmu, _ = marginals(projection.A, projection.Ktilde_diag, m, R)
-        covariance = marginal_covariance(projection.A, self.kernel(Z), R)
+        Gmu, _ = latent_marginals(projection.A, projection.Ktilde_diag, q)  # [M, L]
+        Kzz = self.kernel(Z)
+        covariances = [marginal_covariance(projection.A, Kzz, R) for _, R in q]
         self.inducing_variable.Z.assign(Z)
         L = self.Kmm_cholesky()
-        m = tf.linalg.triangular_solve(L, Gmu, lower=True)
-        LinvS = tf.linalg.triangular_solve(L, covariance, lower=True)
-        S = tf.linalg.triangular_solve(L, tf.transpose(LinvS), lower=True)  # L⁻¹ Σ L⁻ᵀ
-        R = robust_cholesky(0.5 * (S + tf.transpose(S)), what="q(u) at the new inducing inputs")
-        self.store_q(*stored_q(m, R, L, self.whiten))
+        moved = []
+        for k, covariance in enumerate(covariances):
+            m = tf.linalg.triangular_solve(L, Gmu[:, k : k + 1], lower=True)
+            LinvS = tf.linalg.triangular_solve(L, covariance, lower=True)
+            S = tf.linalg.triangular_solve(L, tf.transpose(LinvS), lower=True)  # L⁻¹ Σ L⁻ᵀ
+            R = robust_cholesky(0.5 * (S + tf.transpose(S)), what="q(u) at the new inducing inputs")
+            moved.append(stored_q(m, R, L, self.whiten))
+        means, roots = zip(*moved)
+        self.store_q(tf.concat(means, axis=1), tf.concat(roots, axis=0))

@@ -10,7 +10,7 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 
-from ..gaussian import kmm_cholesky, marginals, whitened_projection, whitened_q
+from ..gaussian import LatentQ, kmm_cholesky, marginals, whitened_projection, whitened_q
 from .passes import DataPasses
 
 
@@ -45,10 +45,10 @@ class QFrame:
         self.inducing_variable = gpflow.utilities.deepcopy(model.inducing_variable)
         self.mean_function = gpflow.utilities.deepcopy(model.mean_function)
         dtype = gpflow.config.default_float()
-        M = model.inducing_variable.num_inducing
-        not_yet = np.full((M, 1), np.nan)  # equal to no q_mu: no frame yet
+        M, latent = model.q_mu.shape  # [M, L]: L latent functions
+        not_yet = np.full((M, latent), np.nan)  # equal to no q_mu: no frame yet
         self.q_mu = tf.Variable(not_yet, dtype=dtype, trainable=False)
-        self.q_sqrt = tf.Variable(np.eye(M)[None], dtype=dtype, trainable=False)
+        self.q_sqrt = tf.Variable(np.tile(np.eye(M), (latent, 1, 1)), dtype=dtype, trainable=False)
         self.loss = tf.Variable(np.inf, dtype=dtype, trainable=False)
         """The full-data training loss of the evaluation that set q(u); +inf if none did."""
 
@@ -88,6 +88,7 @@ class QStorage(DataPasses):
     """
 
     _q_frame: QFrame
+    num_latent_gps: int  # GPflow's GPModel sets it: L, the columns of q_mu
 
     def set_up_step_state(self) -> None:
         """
@@ -97,6 +98,15 @@ class QStorage(DataPasses):
         """
         self._q_frame = QFrame(self)
         self.remember_built_in_strategy()
+
+    def whitened_latents(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor) -> LatentQ:
+        """GPflow's ``(q_mu [M, L], q_sqrt [L, M, M])`` as q(v_l) = N(m_l, R_l R_lᵀ) per latent
+        function, in the frame whitened by L = chol(Kmm)
+        (:func:`~gpflow_fastvi.gaussian.natural.whitened_q`)."""
+        return [
+            whitened_q(q_mu[:, k : k + 1], q_sqrt[k : k + 1], L, self.whiten)
+            for k in range(self.num_latent_gps)
+        ]
 
     def store_q(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
         """
