@@ -13,6 +13,27 @@ from check_shapes import inherit_check_shapes
 from gpflow.base import TensorType
 
 
+def class_indices(Y: TensorType, num_classes: int, name: str) -> tf.Tensor:
+    """
+    Labels Y [..., 1] as integer classes [...] (int64), checked in the graph to be integers in
+    {0, …, C − 1}, for a mini-batch that a ``tf.data`` pipeline delivers and NumPy never sees; the
+    error names ``name``. ``tf.one_hot`` would turn a label out of range into a row of zeros.
+    """
+    Y = tf.convert_to_tensor(Y)
+    if not Y.dtype.is_integer:
+        tf.debugging.assert_equal(Y, tf.round(Y), message=f"{name}: labels must be integer classes")
+    classes = tf.cast(Y[..., 0], tf.int64)
+    tf.debugging.assert_greater_equal(
+        classes, tf.constant(0, tf.int64), message=f"{name}: a label is below 0"
+    )
+    tf.debugging.assert_less(
+        classes,
+        tf.constant(num_classes, tf.int64),
+        message=f"{name}: a label is not below the number of classes, {num_classes}",
+    )
+    return classes
+
+
 class LogisticSoftmax(gpflow.likelihoods.MonteCarloLikelihood):
     r"""
     The logistic-softmax likelihood of C classes (:cite:t:`galyfajou2020multiclass`),
@@ -42,23 +63,9 @@ class LogisticSoftmax(gpflow.likelihoods.MonteCarloLikelihood):
         self.num_classes = num_classes
 
     def classes(self, Y: TensorType) -> tf.Tensor:
-        """The labels Y [..., 1] as integer classes [...], checked in the graph to be integers in
-        {0, …, C − 1} (a mini-batch from a ``tf.data`` pipeline is never seen by NumPy)."""
-        Y = tf.convert_to_tensor(Y)
-        if not Y.dtype.is_integer:
-            tf.debugging.assert_equal(
-                Y, tf.round(Y), message="LogisticSoftmax: labels must be integer classes"
-            )
-        classes = tf.cast(Y[..., 0], tf.int64)
-        tf.debugging.assert_greater_equal(
-            classes, tf.constant(0, tf.int64), message="LogisticSoftmax: a label is below 0"
-        )
-        tf.debugging.assert_less(
-            classes,
-            tf.constant(self.num_classes, tf.int64),
-            message=f"LogisticSoftmax: a label is not below num_classes = {self.num_classes}",
-        )
-        return classes
+        """The labels Y [..., 1] as integer classes [...], checked in the graph
+        (:func:`class_indices`)."""
+        return class_indices(Y, self.num_classes, "LogisticSoftmax")
 
     @inherit_check_shapes
     def _log_prob(self, X: TensorType, F: TensorType, Y: TensorType) -> tf.Tensor:
@@ -105,6 +112,7 @@ def log_density_ceiling(likelihood: gpflow.likelihoods.Likelihood) -> Optional[f
 
 __all__ = [
     "DISCRETE_LIKELIHOODS",
+    "class_indices",
     "LogisticSoftmax",
     "MULTI_CLASS_LIKELIHOODS",
     "log_density_ceiling",

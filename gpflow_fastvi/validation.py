@@ -311,6 +311,13 @@ def is_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood) -> bool:
     )
 
 
+MULTI_CLASS_HINT = (
+    "For C classes use VITaylor with gpflow.likelihoods.Softmax(C), or PolyaGammaSVGP with "
+    "gpflow_fastvi.likelihoods.LogisticSoftmax(C), and num_latent_gps=C."
+)
+"""What the errors of the binary and scalar models say to use for a multi-class problem."""
+
+
 def check_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood, needed_by: str) -> None:
     """Raise :class:`IncompatibleLikelihoodError` unless ``likelihood`` is a logit Bernoulli."""
     if is_logit_bernoulli(likelihood):
@@ -328,10 +335,7 @@ def check_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood, needed_by: 
         )
     if not isinstance(likelihood, gpflow.likelihoods.ScalarLikelihood):
         raise IncompatibleLikelihoodError(
-            f"{needed}. For C classes use PolyaGammaSVGP with "
-            "gpflow_fastvi.likelihoods.LogisticSoftmax(C) and num_latent_gps=C, the one model of "
-            "this package with several latent functions; multi-output likelihoods are not "
-            "supported."
+            f"{needed}. {MULTI_CLASS_HINT} Multi-output likelihoods are not supported."
         )
     raise IncompatibleLikelihoodError(
         f"{needed}. For another scalar likelihood use VITaylor, KLCorrected or VIConcave "
@@ -343,10 +347,7 @@ def check_scalar_likelihood(likelihood: gpflow.likelihoods.Likelihood, model: st
     """Raise :class:`IncompatibleLikelihoodError` unless ``likelihood`` factorises over points."""
     if not isinstance(likelihood, gpflow.likelihoods.ScalarLikelihood):
         multi_class = (
-            " For C classes use PolyaGammaSVGP with gpflow_fastvi.likelihoods.LogisticSoftmax(C) "
-            "and num_latent_gps=C."
-            if isinstance(likelihood, MULTI_CLASS_LIKELIHOODS)
-            else ""
+            f" {MULTI_CLASS_HINT}" if isinstance(likelihood, MULTI_CLASS_LIKELIHOODS) else ""
         )
         raise IncompatibleLikelihoodError(
             f"{model} needs a likelihood that factorises over data points with one latent function "

@@ -65,7 +65,7 @@ def test_the_predictive_density_is_the_expectation_over_the_c_gaussians(rng):
 @pytest.mark.parametrize(
     "Y, message",
     [
-        (np.array([[0.0], [3.0]]), "not below num_classes = 3"),
+        (np.array([[0.0], [3.0]]), "not below the number of classes, 3"),
         (np.array([[0.0], [-1.0]]), "below 0"),
         (np.array([[0.5], [1.0]]), "integer classes"),
     ],

@@ -237,7 +237,7 @@ def test_bad_likelihoods_methods_and_targets_raise(binary_data, rng):
     X, Y = binary_data
     kernel = gpflow.kernels.SquaredExponential()
     with pytest.raises(fv.IncompatibleLikelihoodError, match="ScalarLikelihood"):
-        fv.VITaylor(binary_data, kernel, 5, likelihood=gpflow.likelihoods.Softmax(3))
+        fv.VITaylor(binary_data, kernel, 5, likelihood=gpflow.likelihoods.MultiClass(3))
     with pytest.raises(fv.InvalidDataError, match="non-negative integer counts"):
         fv.VITaylor((X, Y - 0.5), kernel, 5, likelihood=gpflow.likelihoods.Poisson())
     with pytest.raises(fv.InvalidDataError, match="binary labels"):

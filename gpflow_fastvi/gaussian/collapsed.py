@@ -14,7 +14,7 @@ c = LB⁻¹ A b give
     ½ bᵀ Knm (Kmm + Kmn W Knm)⁻¹ Kmn b = ½ ‖c‖²,     ½ log|Kmm| − ½ log|Kmm + Kmn W Knm| = −Σ log diag LB.
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import tensorflow as tf
 from check_shapes import check_shapes
@@ -99,3 +99,11 @@ def collapsed_bound(stats: SiteStatistics, factors: CollapsedFactors) -> Collaps
         logdet_term=-tf.reduce_sum(tf.math.log(tf.linalg.diag_part(factors.LB))),
         trace_term=-0.5 * stats.trace,
     )
+
+
+def summed_bound(bounds: Sequence[CollapsedBound]) -> CollapsedBound:
+    """The collapsed bound of several latent functions, each with its own sites and q(u_l): every
+    term summed over them (the bound of one is itself)."""
+    if len(bounds) == 1:
+        return bounds[0]
+    return CollapsedBound(*(tf.add_n(list(terms)) for terms in zip(*bounds)))

@@ -31,7 +31,7 @@ from check_shapes import check_shapes
 from ..types import Sites, SiteStatistics
 from .collapsed import gaussian_factors
 from .optimal_q import optimal_q
-from .statistics import Projection, projected_marginals, shift_sites, statistics_from_projection
+from .statistics import Projection, projected_marginals, shift_sites, statistics_per_latent
 
 
 class NaturalParameters(NamedTuple):
@@ -143,6 +143,26 @@ all three [N, L], one column per latent function."""
 
 LatentQ = Sequence[Tuple[tf.Tensor, tf.Tensor]]
 """q(v) of each of L latent functions, as the pairs (m [M, 1], R [M, M]) of q(v_l) = N(m, R Rᵀ)."""
+
+
+def flat_latents(q: LatentQ) -> Tuple[tf.Tensor, ...]:
+    """q(v) of every latent function as one flat tuple (m_1, R_1, m_2, R_2, …), as a pass over
+    the data takes its shared tensors."""
+    return tuple(t for pair in q for t in pair)
+
+
+def latent_pairs(flat: Sequence[tf.Tensor]) -> LatentQ:
+    """The inverse of :func:`flat_latents`."""
+    return list(zip(flat[::2], flat[1::2]))
+
+
+def concat_latents(stored: Sequence[Tuple[tf.Tensor, tf.Tensor]]) -> Tuple[tf.Tensor, tf.Tensor]:
+    """GPflow's ``(q_mu [M, L], q_sqrt [L, M, M])`` from one ``(q_mu [M, 1], q_sqrt [1, M, M])``
+    per latent function."""
+    if len(stored) == 1:
+        return stored[0]
+    means, roots = zip(*stored)
+    return tf.concat(means, axis=1), tf.concat(roots, axis=0)
 
 
 @check_shapes(
@@ -268,10 +288,8 @@ def step_statistics(
     points; :func:`natural_gradient_parameters` takes it from there, per latent function.
     """
     Gmu, Fvar = latent_marginals(projection.A, projection.Ktilde_diag, q)
-    sites = shift_sites(local_sites(Gmu + prior_mean, Fvar), prior_mean)
-    return tuple(
-        statistics_from_projection(projection, Sites(*(t[:, k : k + 1] for t in sites)))
-        for k in range(len(q))
+    return statistics_per_latent(
+        projection, shift_sites(local_sites(Gmu + prior_mean, Fvar), prior_mean)
     )
 
 

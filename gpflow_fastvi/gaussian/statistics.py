@@ -233,3 +233,21 @@ def statistics_from_projection(projection: Projection, sites: Sites) -> SiteStat
 
     AWAt, Ab, sum_a, trace = statistics(Kmn, L, Knn_diag, sites.a, sites.b, sites.w[:, 0])
     return SiteStatistics(AWAt=AWAt, Ab=Ab, sum_a=sum_a, trace=trace)
+
+
+@check_shapes(
+    "projection.A: [M, N]",
+    "projection.Ktilde_diag: [N]",
+    "sites.a: [N, L]",
+    "sites.b: [N, L]",
+    "sites.w: [N, L]",
+)
+def statistics_per_latent(projection: Projection, sites: Sites) -> Tuple[SiteStatistics, ...]:
+    """
+    :func:`statistics_from_projection` of each column of ``sites`` (one per latent function), all
+    from the one projection: A W_l Aᵀ costs N·M² per latent function, A itself is shared.
+    """
+    return tuple(
+        statistics_from_projection(projection, Sites(*(t[:, k : k + 1] for t in sites)))
+        for k in range(sites.b.shape[1])
+    )

@@ -38,10 +38,11 @@ from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from gpflow.utilities import triangular
 
 from ..exceptions import IncompatibleLikelihoodError
-from ..gaussian import kl_to_prior, whitened_q
+from ..gaussian import kl_to_prior
 from ..inducing import InducingSpec, set_inducing_trainable
 from ..types import Route
 from ..validation import (
+    MULTI_CLASS_HINT,
     check_data,
     check_num_data,
     is_logit_bernoulli,
@@ -126,6 +127,9 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
     """
 
     data_first_positional: ClassVar[Tuple[str, ...]] = ("kernel", "inducing_variable")
+    multi_class_likelihoods: ClassVar[Tuple[type, ...]] = ()
+    """The likelihoods of C classes the site rule takes, with C latent functions (none unless a
+    subclass says so)."""
     """The names of the positional arguments after the data in the data-first form."""
 
     def __init__(
@@ -145,13 +149,15 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         kmeans_seed: int = 0,
     ):
         """
-        :param kernel: a GPflow kernel for one latent function.
+        :param kernel: a single-output GPflow kernel, shared by the latent functions.
         :param likelihood: a GPflow likelihood the site rule supports (:meth:`checked_likelihood`);
             ``None`` for the model's default.
         :param inducing_variable: a GPflow inducing variable or an array Z [M, D]; with ``data``
             also an int M for M k-means centres of X (seeded by ``kmeans_seed``), or ``None`` for
             inducing inputs at the data themselves, Z = X: the full GP, O(N³) per pass.
-        :param num_latent_gps: must be 1 (one latent function).
+        :param num_latent_gps: the number of latent functions: 1, or C for a likelihood of C
+            classes the model takes (:attr:`multi_class_likelihoods`), as in
+            :class:`gpflow.models.SVGP`.
         :param q_diag: must be ``False``: the closed-form q(u) has a full covariance.
         :param whiten: store q(u) whitened by chol(Kmm), as :class:`gpflow.models.SVGP` does by default.
         :param num_data: the number of training points, as in SVGP: a call with fewer rows is a
@@ -172,19 +178,29 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
                 f"{type(self).__name__} takes a GPflow kernel first (SVGP's signature), or the data "
                 f"(X, Y) first (the data-holding form); got {type(kernel).__name__}."
             )
-        if isinstance(kernel, gpflow.kernels.MultioutputKernel) or num_latent_gps != 1:
+        if isinstance(kernel, gpflow.kernels.MultioutputKernel):
             raise IncompatibleLikelihoodError(
-                f"{type(self).__name__} is for one latent function (binary classification or a "
-                "scalar likelihood such as Poisson): it takes a single-output kernel and "
-                f"num_latent_gps=1; got {type(kernel).__name__} with num_latent_gps={num_latent_gps}. "
-                "For C classes use PolyaGammaSVGP with gpflow_fastvi.likelihoods.LogisticSoftmax(C) "
-                "and num_latent_gps=C."
+                f"{type(self).__name__} takes a single-output kernel, shared by its latent "
+                f"functions as in GPflow's SVGP; got {type(kernel).__name__}."
+            )
+        likelihood = self.checked_likelihood(likelihood)
+        latent = self.latent_functions(likelihood)
+        if num_latent_gps != latent:
+            what = (
+                f"{type(likelihood).__name__}({latent}) needs one latent function per class, "
+                f"num_latent_gps={latent}, as GPflow's SVGP does"
+                if latent > 1
+                else f"{type(self).__name__} with {type(likelihood).__name__} has one latent "
+                "function, num_latent_gps=1"
+            )
+            raise IncompatibleLikelihoodError(
+                f"{what}; got num_latent_gps={num_latent_gps}."
+                + ("" if latent > 1 else " " + self.multi_class_hint())
             )
         if q_diag:
             raise ValueError(
                 f"{type(self).__name__} needs q_diag=False: its closed-form q(u) has a full covariance."
             )
-        likelihood = self.checked_likelihood(likelihood)
         batch_size = positive_int(batch_size, "batch_size", optional=True)
         X = None
         if data is not None:
@@ -198,7 +214,7 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         )
         full = X is not None and inducing_variable is None
         inducing_variable = self.resolve_inducing_variable(inducing_variable, X, kmeans_seed)
-        super().__init__(kernel, likelihood, mean_function, num_latent_gps=1)
+        super().__init__(kernel, likelihood, mean_function, num_latent_gps=latent)
         # Decided once, eagerly: the link is checked numerically, which a traced elbo() cannot do.
         self._logit_bernoulli = is_logit_bernoulli(likelihood)
         self.data = None if X is None else gpflow.models.util.data_input_to_tensor((X, Y))
@@ -215,10 +231,10 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         M = int(tf.shape(self.inducing_variable.Z)[0])
         # q(u) starts at SVGP's initial value and is set in closed form from then on.
         self.q_mu = Parameter(
-            np.zeros((M, 1)), dtype=gpflow.config.default_float(), trainable=False
+            np.zeros((M, latent)), dtype=gpflow.config.default_float(), trainable=False
         )
         self.q_sqrt = Parameter(
-            np.eye(M)[None],
+            np.tile(np.eye(M), (latent, 1, 1)),
             transform=triangular(),
             dtype=gpflow.config.default_float(),
             trainable=False,
@@ -238,6 +254,19 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         ``likelihood`` if the site rule supports it (the model's default for ``None``); else an
         :class:`~gpflow_fastvi.exceptions.IncompatibleLikelihoodError` that says what to use.
         """
+
+    @classmethod
+    def latent_functions(cls, likelihood: gpflow.likelihoods.Likelihood) -> int:
+        """The number of latent functions the model needs for ``likelihood``: its C classes for
+        one of :attr:`multi_class_likelihoods`, else 1."""
+        if isinstance(likelihood, cls.multi_class_likelihoods):
+            return int(likelihood.num_classes)
+        return 1
+
+    @classmethod
+    def multi_class_hint(cls) -> str:
+        """What to use for C classes, for the errors of a binary or scalar model."""
+        return MULTI_CLASS_HINT
 
     # ----------------------------------------------------------------------------------------------
     # GPflow's training interface.
@@ -298,7 +327,8 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         """
         data = self.training_data(data)
         var_exp = self.sum_over_data(self.expected_log_likelihood, data, (), self.batch_size)
-        kl = kl_to_prior(*whitened_q(self.q_mu, self.q_sqrt, self.Kmm_cholesky(), self.whiten))
+        latents = self.whitened_latents(self.q_mu, self.q_sqrt, self.Kmm_cholesky())
+        kl = tf.add_n([kl_to_prior(m, R) for m, R in latents])
         scale = 1.0 if isinstance(data, tf.data.Dataset) else self.data_scale(data[0])
         return scale * var_exp - kl
 
@@ -319,7 +349,9 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         :func:`logit_log_prob`, finite everywhere).
         """
         if not self._logit_bernoulli:
-            return self.likelihood.variational_expectations(X, Fmu, Fvar, Y)
+            return self.likelihood.variational_expectations(
+                X, Fmu, Fvar, self.likelihood_targets(Y)
+            )
         return self.likelihood.quadrature(logit_log_prob, Fmu, Fvar, Y=Y)[:, 0]
 
     def posterior(

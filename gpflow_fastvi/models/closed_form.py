@@ -28,15 +28,17 @@ from ..gaussian import (
     CollapsedBound,
     collapsed_bound,
     collapsed_factors,
+    concat_latents,
     expected_sites,
     kl_to_prior,
+    latent_marginals,
+    latent_pairs,
     map_over_batches,
-    marginals,
     optimal_q,
     shift_sites,
-    statistics_from_projection,
+    statistics_per_latent,
     stored_q,
-    whitened_q,
+    summed_bound,
 )
 from ..types import Sites, SiteStatistics, SteppedSites
 from ..validation import positive_int
@@ -82,15 +84,18 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
     # One pass over the data, and closed-form steps.
 
     def read_site_parameters(
-        self, X: tf.Tensor, Y: tf.Tensor, projection: Any, m: tf.Tensor, R: tf.Tensor
+        self, X: tf.Tensor, Y: tf.Tensor, projection: Any, *q: tf.Tensor
     ) -> SiteParameters:
         """
         The local parameters that are optimal for the marginals, at the points X (whose
-        ``projection`` is given), of q(v) = N(m, R Rᵀ) whitened by the projection's Kmm factor:
-        the sites a closed-form step reads off a q(u). Held fixed: no gradient.
+        ``projection`` is given), of q(v_l) = N(m_l, R_l R_lᵀ) whitened by the projection's Kmm
+        factor, given flat as ``q`` = (m_1, R_1, m_2, R_2, …): the sites a closed-form step reads
+        off a q(u). Held fixed: no gradient.
         """
-        Gmu, Fvar = marginals(
-            tf.stop_gradient(projection.A), tf.stop_gradient(projection.Ktilde_diag), m, R
+        Gmu, Fvar = latent_marginals(
+            tf.stop_gradient(projection.A),
+            tf.stop_gradient(projection.Ktilde_diag),
+            latent_pairs(q),
         )
         Fmu = tf.stop_gradient(Gmu + self.mean_function(X))
         return tuple(tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar))
@@ -102,11 +107,12 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         projection: Any,
         rule: Callable[..., Sites],
         site_parameters: SiteParameters,
-    ) -> SiteStatistics:
+    ) -> Tuple[SiteStatistics, ...]:
         """The statistics of the sites by ``rule`` with the given local parameters at the points X
-        (whose ``projection`` is given), moved onto the zero-mean process g = f − μ(X)."""
+        (whose ``projection`` is given), moved onto the zero-mean process g = f − μ(X): one per
+        latent function, from the one projection."""
         sites = shift_sites(rule(X, Y, *site_parameters), self.mean_function(X))
-        return statistics_from_projection(projection, sites)
+        return statistics_per_latent(projection, sites)
 
     def pass_statistics(
         self,
@@ -115,12 +121,13 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         rule: Callable[..., Sites],
         projection: Optional[Any] = None,
         q: Optional[Tuple[tf.Tensor, ...]] = None,
-    ) -> SiteStatistics:
+    ) -> Tuple[SiteStatistics, ...]:
         """
         One pass (module docstring): the statistics of the sites, by ``rule``, whose local
         parameters are optimal for the marginals of the stored q(u) (read where it was set,
-        :class:`~gpflow_fastvi.models.q_frame.QFrame`), or of ``q`` = (m, R), q(v) = N(m, R Rᵀ)
-        whitened by ``L``, in batches of :attr:`batch_size`. Differentiable in θ with the local parameters held fixed.
+        :class:`~gpflow_fastvi.models.q_frame.QFrame`), or of ``q`` = (m_1, R_1, …),
+        q(v_l) = N(m_l, R_l R_lᵀ) whitened by ``L``, in batches of :attr:`batch_size`; one per
+        latent function. Differentiable in θ with the local parameters held fixed.
 
         :param projection: A and diag K̃ of all the data when the caller has them already
             (without batches, where it saves the projection, the dearest part of a pass).
@@ -129,7 +136,7 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
 
         def batch_statistics(
             X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, *q: tf.Tensor
-        ) -> SiteStatistics:
+        ) -> Tuple[SiteStatistics, ...]:
             batch_projection = projection if projection is not None else self.projection(X, L)
             if q:
                 params = self.read_site_parameters(X, Y, batch_projection, *q)
@@ -180,17 +187,18 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
                 stats = self.site_statistics(X, Y, projection, rule, params)
             else:
                 stats = self.pass_statistics(data, L, rule, projection, q)
-            factors = collapsed_factors(stats)
-            m, R = optimal_q(factors, L, whiten=True)
-            q = (m, R[0])  # the q(v) the next pass reads its sites off
-        q_mu, q_sqrt = stored_q(m, R[0], L, self.whiten)
+            factors = [collapsed_factors(s) for s in stats]
+            optimal = [optimal_q(f, L, whiten=True) for f in factors]
+            q = tuple(t for m, R in optimal for t in (m, R[0]))  # what the next pass reads
+        q_mu, q_sqrt = concat_latents([stored_q(m, R[0], L, self.whiten) for m, R in optimal])
         next_parameters: SiteParameters = ()
         if site_parameters is not None:
             # The sites of the new q(u), read where it is set: those the next step starts from.
             X, Y = self.arrays_of(data, "site_parameters")
-            next_parameters = self.read_site_parameters(X, Y, projection, m, R[0])
+            assert q is not None  # set by the passes above
+            next_parameters = self.read_site_parameters(X, Y, projection, *q)
         return SteppedSites(
-            objective=collapsed_bound(stats, factors).total,
+            objective=summed_bound([collapsed_bound(s, f) for s, f in zip(stats, factors)]).total,
             q_mu=tf.stop_gradient(q_mu),
             q_sqrt=tf.stop_gradient(q_sqrt),
             site_parameters=next_parameters,
@@ -265,10 +273,13 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
 
     def fixed_site_statistics(
         self, X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, site_parameters: SiteParameters
-    ) -> SiteStatistics:
-        """The statistics of the sites with the given local parameters (each [N, 1])."""
+    ) -> Tuple[SiteStatistics, ...]:
+        """The statistics of the sites with the given local parameters (each [N, L]), one per
+        latent function."""
 
-        def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
+        def batch_statistics(
+            X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor
+        ) -> Tuple[SiteStatistics, ...]:
             *params, L = rest
             return self.site_statistics(X, Y, self.projection(X, L), self.site_rule, tuple(params))
 
@@ -290,7 +301,7 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         else:
             X, Y = self.arrays_of(data, "site_parameters")
             stats = self.fixed_site_statistics(X, Y, L, site_parameters)
-        return collapsed_bound(stats, collapsed_factors(stats))
+        return summed_bound([collapsed_bound(s, collapsed_factors(s)) for s in stats])
 
     def update_q(
         self,
@@ -307,10 +318,10 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         X, Y = self.arrays_of(self.training_data(data), "site_parameters")
         L = self.Kmm_cholesky()
         stats = self.fixed_site_statistics(X, Y, L, site_parameters)
-        factors = collapsed_factors(stats)
-        q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
+        factors = [collapsed_factors(s) for s in stats]
+        q_mu, q_sqrt = concat_latents([optimal_q(f, L, self.whiten) for f in factors])
         self.store_q(tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt))
-        return collapsed_bound(stats, factors).total
+        return summed_bound([collapsed_bound(s, f) for s, f in zip(stats, factors)]).total
 
     def objective(
         self,
@@ -335,22 +346,26 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         """
         data = self.training_data(data)
         L = self.Kmm_cholesky()
-        m, R = whitened_q(self.q_mu, self.q_sqrt, L, self.whiten)
+        latents = self.whitened_latents(self.q_mu, self.q_sqrt, L)
+        flat = tuple(t for pair in latents for t in pair)
+        count = len(flat)
 
         def batch_expectation(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> tf.Tensor:
-            *params, L, m, R = rest
+            params, L, q = rest[: -count - 1], rest[-count - 1], rest[-count:]
             A, Ktilde_diag, *_ = self.projection(X, L)
-            Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
+            Gmu, Fvar = latent_marginals(A, Ktilde_diag, latent_pairs(q))
             Fmu = Gmu + self.mean_function(X)
             if not params:
-                params = [
+                params = tuple(
                     tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar)
-                ]
+                )
             return tf.reduce_sum(expected_sites(self.site_rule(X, Y, *params), Fmu, Fvar))
 
         if site_parameters is None:
-            expectation = self.sum_over_data(batch_expectation, data, (L, m, R), self.batch_size)
+            expectation = self.sum_over_data(batch_expectation, data, (L, *flat), self.batch_size)
         else:
             tensors = (*self.arrays_of(data, "site_parameters"), *site_parameters)
-            expectation = self.sum_over_data(batch_expectation, tensors, (L, m, R), self.batch_size)
-        return expectation - kl_to_prior(m, R)
+            expectation = self.sum_over_data(
+                batch_expectation, tensors, (L, *flat), self.batch_size
+            )
+        return expectation - tf.add_n([kl_to_prior(m, R) for m, R in latents])

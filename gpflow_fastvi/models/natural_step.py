@@ -12,9 +12,11 @@ from gpflow.base import RegressionData
 
 from ..distribution import sum_and_gradient_over_replicas
 from ..gaussian import (
-    LatentQ,
     NaturalParameters,
     Projection,
+    concat_latents,
+    flat_latents,
+    latent_pairs,
     natural_gradient_parameters,
     q_from_natural,
     sites_elbo,
@@ -56,7 +58,7 @@ class NaturalGradientStep(SitePredictions):
         """
         q = self.whitened_latents(q_mu, q_sqrt, L)
         total = self.sum_over_projected_rows(
-            self.rows_expected_sites, X, Y, L, _flat(q), projection
+            self.rows_expected_sites, X, Y, L, flat_latents(q), projection
         )
         return sites_elbo(total, q, self.data_scale(X))
 
@@ -69,7 +71,7 @@ class NaturalGradientStep(SitePredictions):
         return summed_expected_sites(
             projection,
             self.mean_function(X),
-            _pairs(q),
+            latent_pairs(q),
             lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
         )
 
@@ -82,7 +84,7 @@ class NaturalGradientStep(SitePredictions):
         stats = step_statistics(
             tf.nest.map_structure(tf.stop_gradient, projection),
             tf.stop_gradient(self.mean_function(X)),
-            _pairs(q),
+            latent_pairs(q),
             lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
         )
         return tf.nest.map_structure(tf.stop_gradient, stats)
@@ -114,7 +116,7 @@ class NaturalGradientStep(SitePredictions):
         L = tf.stop_gradient(L)
         q = tf.nest.map_structure(tf.stop_gradient, self.whitened_latents(q_mu, q_sqrt, L))
         stats = self.sum_over_projected_rows(
-            self.rows_step_statistics, X, Y, L, _flat(q), projection
+            self.rows_step_statistics, X, Y, L, flat_latents(q), projection
         )
         scale = self.data_scale(X)
         rho = tf.convert_to_tensor(rho, dtype=L.dtype)
@@ -136,10 +138,7 @@ class NaturalGradientStep(SitePredictions):
         for parameters in natural:
             m, R = q_from_natural(parameters, L, True)
             stored.append(stored_q(m, R[0], L, self.whiten))
-        if len(stored) == 1:
-            return stored[0]
-        means, roots = zip(*stored)
-        return tf.concat(means, axis=1), tf.concat(roots, axis=0)
+        return concat_latents(stored)
 
     def natural_gradient_step(self, data: RegressionData, rho: tf.Tensor) -> tf.Tensor:
         """
@@ -183,7 +182,7 @@ class NaturalGradientStep(SitePredictions):
 
         def replica_step(X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor) -> Tuple[tf.Tensor, Any]:
             projection = self.projection(X, L)
-            stats = self.rows_step_statistics(X, Y, projection, *_flat(q))
+            stats = self.rows_step_statistics(X, Y, projection, *flat_latents(q))
             stats = tf.distribute.get_replica_context().all_reduce(
                 tf.distribute.ReduceOp.SUM, stats
             )
@@ -192,7 +191,7 @@ class NaturalGradientStep(SitePredictions):
             ]
             new_q = self.stored_q_from_natural(natural, L)  # held fixed
             new_latents = self.whitened_latents(*new_q, L)
-            return self.rows_expected_sites(X, Y, projection, *_flat(new_latents)), new_q
+            return self.rows_expected_sites(X, Y, projection, *flat_latents(new_latents)), new_q
 
         # The new q(u) comes back from the replicas, which formed it: no second factorisation.
         expected, (q_mu, q_sqrt) = sum_and_gradient_over_replicas(
@@ -210,14 +209,3 @@ class NaturalGradientStep(SitePredictions):
         X, _ = data
         rho = mini_batch_step_size(tf.shape(X)[0], LOSS_AVERAGED_POINTS)
         return -(self.natural_gradient_step(data, rho) + self.log_prior_density())
-
-
-def _flat(q: LatentQ) -> Tuple[tf.Tensor, ...]:
-    """q(v) of every latent function as one flat tuple (m_1, R_1, m_2, R_2, …), as a pass over
-    the data takes its shared tensors."""
-    return tuple(t for pair in q for t in pair)
-
-
-def _pairs(flat: Sequence[tf.Tensor]) -> LatentQ:
-    """The inverse of :func:`_flat`."""
-    return list(zip(flat[::2], flat[1::2]))

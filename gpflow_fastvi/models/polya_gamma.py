@@ -13,7 +13,12 @@ from ..likelihoods import LogisticSoftmax
 from ..sites.logistic_softmax import ls_optimal_locals, ls_sites, one_hot_labels
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
 from ..types import Route, Sites
-from ..validation import check_logit_bernoulli, checked_signed_labels, positive_int
+from ..validation import (
+    MULTI_CLASS_HINT,
+    check_logit_bernoulli,
+    checked_signed_labels,
+    positive_int,
+)
 from .natural_step import NaturalGradientStep
 from .step_sizes import FULL_DATA_STEPS
 
@@ -120,8 +125,7 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
             if num_latent_gps != 1:
                 raise IncompatibleLikelihoodError(
                     "PolyaGammaSVGP with a Bernoulli likelihood has one latent GP, "
-                    f"num_latent_gps=1; got num_latent_gps={num_latent_gps}. For C classes use "
-                    "gpflow_fastvi.likelihoods.LogisticSoftmax(C) with num_latent_gps=C."
+                    f"num_latent_gps=1; got num_latent_gps={num_latent_gps}. {MULTI_CLASS_HINT}"
                 )
         if q_diag:
             raise ValueError(

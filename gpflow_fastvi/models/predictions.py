@@ -6,12 +6,19 @@ precisions that weight greedy inducing-input selection, and q(u) carried to new 
 
 from typing import Any, Optional
 
+import gpflow
 import numpy as np
 import tensorflow as tf
 from gpflow.base import InputData, MeanAndVariance, RegressionData
 
 from ..exceptions import InvalidDataError
-from ..gaussian import latent_marginals, marginal_covariance, robust_cholesky, stored_q
+from ..gaussian import (
+    concat_latents,
+    latent_marginals,
+    marginal_covariance,
+    robust_cholesky,
+    stored_q,
+)
 from ..validation import checked_inputs, inducing_inputs
 from .q_frame import QStorage
 
@@ -82,7 +89,14 @@ class SitePredictions(QStorage):
         only_marginals(full_cov, full_output_cov, "predict_log_density")
         X, Y = self.checked_data(data)
         f_mean, f_var = self.predict_f_at(X)
-        return self.likelihood.predict_log_density(X, f_mean, f_var, Y)
+        return self.likelihood.predict_log_density(X, f_mean, f_var, self.likelihood_targets(Y))
+
+    def likelihood_targets(self, Y: tf.Tensor) -> tf.Tensor:
+        """Checked targets Y (floats) as the likelihood's own methods take them: integer classes
+        for GPflow's :class:`~gpflow.likelihoods.Softmax`, whose kernel refuses floats."""
+        if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
+            return tf.cast(Y, tf.int64)
+        return Y
 
     # ----------------------------------------------------------------------------------------------
     # Where the inducing inputs are: greedy selection weighted by the sites, and moving them.
@@ -133,5 +147,4 @@ class SitePredictions(QStorage):
             S = tf.linalg.triangular_solve(L, tf.transpose(LinvS), lower=True)  # L⁻¹ Σ L⁻ᵀ
             R = robust_cholesky(0.5 * (S + tf.transpose(S)), what="q(u) at the new inducing inputs")
             moved.append(stored_q(m, R, L, self.whiten))
-        means, roots = zip(*moved)
-        self.store_q(tf.concat(means, axis=1), tf.concat(roots, axis=0))
+        self.store_q(*concat_latents(moved))

@@ -10,7 +10,15 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 
-from ..gaussian import LatentQ, kmm_cholesky, marginals, whitened_projection, whitened_q
+from ..gaussian import (
+    LatentQ,
+    flat_latents,
+    kmm_cholesky,
+    latent_marginals,
+    latent_pairs,
+    whitened_projection,
+    whitened_q,
+)
 from .passes import DataPasses
 
 
@@ -177,13 +185,13 @@ class QStorage(DataPasses):
     # ----------------------------------------------------------------------------------------------
     # q(u) read where it was set.
 
-    def stored_q_at_frame(self) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    def stored_q_at_frame(self) -> Tuple[tf.Tensor, ...]:
         """
         The stored q(u) where its sites are read
         (:class:`QFrame`): whether to read it at the frame's
         hyperparameters (the frame belongs to it, and they differ from the current ones),
-        chol(Kmm) there (else at the current ones), and q(v) = N(m, R Rᵀ) whitened by that
-        factor. Held fixed: no gradient.
+        chol(Kmm) there (else at the current ones), and q(v_l) = N(m_l, R_l R_lᵀ) whitened by
+        that factor, flat (m_1, R_1, m_2, R_2, …). Held fixed: no gradient.
         """
         frame = self._q_frame
         q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
@@ -195,29 +203,30 @@ class QStorage(DataPasses):
             lambda: kmm_cholesky(frame.kernel, frame.inducing_variable),
             lambda: self.Kmm_cholesky(),
         )
-        m, R = whitened_q(q_mu, q_sqrt, L_frame, self.whiten)
-        return at_frame, tf.stop_gradient(L_frame), tf.stop_gradient(m), tf.stop_gradient(R)
+        q = flat_latents(self.whitened_latents(q_mu, q_sqrt, L_frame))
+        return (at_frame, tf.stop_gradient(L_frame), *(tf.stop_gradient(t) for t in q))
 
     def stored_marginals(
         self, X: tf.Tensor, stored: Tuple[tf.Tensor, ...], projection: Any
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         """
-        q(fᵢ) = N(Fmu, Fvar) at the points X for the stored q(u) (``stored`` from
+        q(fᵢ) = N(Fmu, Fvar) [N, L] at the points X for the stored q(u) (``stored`` from
         :meth:`stored_q_at_frame`), at the hyperparameters it was set at, or at the current ones (whose
         ``projection`` of X is given) when they are the same or q(u) was changed from outside.
         """
         frame = self._q_frame
-        read_at_frame, L_frame, m, R = stored
+        read_at_frame, L_frame, *flat = stored
+        q = latent_pairs(flat)
 
         def at_frame() -> Tuple[tf.Tensor, tf.Tensor]:
             A, Ktilde_diag, *_ = whitened_projection(
                 frame.kernel, frame.inducing_variable, X, L_frame
             )
-            Gmu, Fvar = marginals(A, Ktilde_diag, m, R)
+            Gmu, Fvar = latent_marginals(A, Ktilde_diag, q)
             return Gmu + frame.mean_function(X), Fvar
 
         def at_current() -> Tuple[tf.Tensor, tf.Tensor]:
-            Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
+            Gmu, Fvar = latent_marginals(projection.A, projection.Ktilde_diag, q)
             return Gmu + self.mean_function(X), Fvar
 
         Fmu, Fvar = tf.cond(read_at_frame, at_frame, at_current)

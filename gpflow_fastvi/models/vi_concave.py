@@ -270,7 +270,7 @@ class VIConcave(GaussianSitesModel):
         if from_sites:
             # The first step: the optimal q(u), at this θ, for the sites at the marginals of the
             # stored q(u) where it was set, kept (in memory) or read off it batch by batch.
-            stats = (
+            (stats,) = (  # one latent function
                 self.pass_statistics(data, L, self.site_rule, projection)
                 if site_parameters is None
                 else self.site_statistics(

@@ -5,7 +5,7 @@ from typing import Callable, Optional, Tuple
 import gpflow
 import tensorflow as tf
 
-from ..likelihoods import log_density_ceiling
+from ..likelihoods import class_indices, log_density_ceiling
 from ..sites.taylor import taylor_sites
 from ..types import Route, Sites
 from ..validation import check_log_concave, check_scalar_likelihood
@@ -46,6 +46,13 @@ class VITaylor(GaussianSitesModel):
     - ``q_mu``, ``q_sqrt``, ``whiten``, ``inducing_variable``, ``num_data`` mean what they mean in
       :class:`gpflow.models.SVGP`.
 
+    **C classes.** ``VITaylor(kernel, gpflow.likelihoods.Softmax(C), Z, num_latent_gps=C)``, as
+    GPflow's multi-class SVGP is built: one latent GP per class, one site per point and class from
+    the diagonal of the softmax's Hessian, one q(u_c) per class stored as SVGP stores them, one
+    projection of the data per pass shared by the classes. Labels are the classes
+    {0, …, C − 1} of shape [N, 1]. The SVGP yardstick (:meth:`elbo`) is then GPflow's Monte Carlo
+    estimate.
+
     Bernoulli labels may be {0, 1} or {−1, +1} (stored as {0, 1}); Poisson targets must be
     non-negative integers. Likelihoods that are not log-concave (Student-t, Beta) are refused
     (:func:`~gpflow_fastvi.validation.check_log_concave`); where a log-concave one bends slightly
@@ -64,17 +71,21 @@ class VITaylor(GaussianSitesModel):
     }
     default_route = "persistent"
     objective_is_bound = False
+    multi_class_likelihoods = (gpflow.likelihoods.Softmax,)
 
     @classmethod
     def checked_likelihood(
         cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
     ) -> gpflow.likelihoods.Likelihood:
         """
-        Any :class:`gpflow.likelihoods.ScalarLikelihood` with a log-concave density; default
-        ``Bernoulli(invlink=tf.sigmoid)`` (the logit link, as in the paper).
+        Any :class:`gpflow.likelihoods.ScalarLikelihood` with a log-concave density, or
+        :class:`gpflow.likelihoods.Softmax` of C classes (log-concave too) with C latent
+        functions; default ``Bernoulli(invlink=tf.sigmoid)`` (the logit link, as in the paper).
         """
         if likelihood is None:
             return gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
+        if isinstance(likelihood, cls.multi_class_likelihoods):
+            return likelihood
         check_scalar_likelihood(likelihood, "VITaylor")
         check_log_concave(likelihood, "VITaylor")
         return likelihood
@@ -96,10 +107,16 @@ class VITaylor(GaussianSitesModel):
     def _log_density(self, X: tf.Tensor, Y: tf.Tensor) -> Callable[[tf.Tensor], tf.Tensor]:
         """
         F ↦ log p(yᵢ | fᵢ) [N]; for the logit Bernoulli in the stable form
-        :func:`~gpflow_fastvi.models.base.logit_log_prob`.
+        :func:`~gpflow_fastvi.models.base.logit_log_prob`; for the softmax of C classes
+        f_yᵢ − log Σ_c exp f_c, with the labels checked in the graph (GPflow's own form takes
+        integer labels only, and its fused kernel is not meant to be differentiated twice).
         """
         if self._logit_bernoulli:
             return lambda F: logit_log_prob(F, Y)[:, 0]
+        if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
+            C = self.latent_functions(self.likelihood)
+            own = tf.one_hot(class_indices(Y, C, "VITaylor"), C, dtype=Y.dtype)
+            return lambda F: tf.reduce_sum(own * F, axis=1) - tf.reduce_logsumexp(F, axis=1)
         return lambda F: self.likelihood.log_prob(X, F, Y)
 
     def optimal_site_parameters(

@@ -15,6 +15,10 @@ v(ξ) = φ(ξ) + 2 Ψ ξ is our b (φ = g). g and h come from automatic differen
 ``likelihood.log_prob``; ξᵢ is set to the current mean of q(fᵢ). This is an approximation, not a
 bound: the expansion is exact only for a Gaussian likelihood.
 
+For a likelihood of C classes (GPflow's ``Softmax``) fᵢ has C entries; the Hessian is replaced by
+its diagonal, which gives one site per class, each carrying log p(yᵢ | ξᵢ)/C: the sum of a
+point's sites has the expansion's value and gradient at ξᵢ and the diagonal curvature.
+
 Curvature safeguards. The collapsed algebra needs w ≥ 0, i.e. a log-concave likelihood at ξ
 (:class:`~gpflow_fastvi.VITaylor` refuses Student-t and Beta, which are not). Where h > 0 all the
 same (GPflow's probit link 10⁻³ + (1 − 2·10⁻³) Φ(f), whose offset bends log p upwards for
@@ -52,31 +56,36 @@ from check_shapes import check_shapes
 from ..types import Sites
 
 LogDensity = Callable[[tf.Tensor], tf.Tensor]
-"""f [N, 1] ↦ log p(yᵢ | fᵢ) [N]: a factorising log-likelihood at fixed targets."""
+"""f [N, L] ↦ log p(yᵢ | fᵢ) [N]: a log-likelihood that factorises over points, at fixed
+targets, of the L latent values of each point (L = 1 but for a likelihood of L classes)."""
 
 
-@check_shapes("xi: [N, 1]", "return[0]: [N, 1]", "return[1]: [N, 1]", "return[2]: [N, 1]")
+@check_shapes("xi: [N, L]", "return[0]: [N, 1]", "return[1]: [N, L]", "return[2]: [N, L]")
 def log_density_derivatives(
     log_density: LogDensity, xi: tf.Tensor
 ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """
-    log p(yᵢ | ξᵢ) and its first and second derivatives in ξᵢ, by nested automatic differentiation.
-    As the log-likelihood factorises, ∂/∂ξᵢ Σⱼ log p(yⱼ | ξⱼ) is the i-th derivative and the Hessian
-    is diagonal, so one gradient of the sum of first derivatives gives every second derivative.
+    log p(yᵢ | ξᵢ), its gradient in ξᵢ and the diagonal of its Hessian, by nested automatic
+    differentiation. As the log-likelihood factorises over points, ∂/∂ξᵢ Σⱼ log p(yⱼ | ξⱼ) is the
+    i-th gradient, and the gradient of Σᵢ g_il in ξ has ∂g_il/∂ξ_il in its column l: one more
+    gradient per latent function gives every second derivative on the diagonal.
     """
-    with tf.GradientTape(watch_accessed_variables=False) as outer:
+    latent = xi.shape[-1]
+    with tf.GradientTape(watch_accessed_variables=False, persistent=latent > 1) as outer:
         outer.watch(xi)
         with tf.GradientTape(watch_accessed_variables=False) as inner:
             inner.watch(xi)
             log_p = log_density(xi)  # [N]
             total = tf.reduce_sum(log_p)  # summed on the tape, or the tape would not see it
-        g = inner.gradient(total, xi)  # [N, 1]
-        sum_g = tf.reduce_sum(g)
-    h = outer.gradient(sum_g, xi)  # [N, 1]
+        g = inner.gradient(total, xi)  # [N, L]
+        column_sums = [tf.reduce_sum(g[:, k]) for k in range(latent)]
+    h = tf.stack(
+        [outer.gradient(column_sum, xi)[:, k] for k, column_sum in enumerate(column_sums)], axis=1
+    )  # [N, L]
     return log_p[:, None], g, h
 
 
-@check_shapes("xi: [N, 1]", "return[0]: [N, 1]", "return[1]: [N, 1]", "return[2]: [N, 1]")
+@check_shapes("xi: [N, L]", "return[0]: [N, L]", "return[1]: [N, L]", "return[2]: [N, L]")
 def taylor_sites(
     log_density: LogDensity,
     xi: tf.Tensor,
@@ -86,24 +95,29 @@ def taylor_sites(
 ) -> Sites:
     """
     Taylor sites (a, b, w) of ``log_density`` expanded at ``xi``, with the curvature safeguards of
-    the module docstring.
+    the module docstring. For L latent functions (a likelihood of L classes) the Hessian is
+    replaced by its diagonal, one site per latent function, each carrying log p(y | ξ)/L and,
+    under a ceiling, at most c/L.
 
     :param ceiling: an upper bound c on ``log_density`` over all f, if one is known: the
         curvature is then raised where needed so that no site's peak exceeds c.
     :param name: the likelihood's name, for the error raised on non-finite derivatives.
     """
     log_p, g, h = log_density_derivatives(log_density, xi)
+    latent = xi.shape[-1]
     coefficients = tf.debugging.assert_all_finite(
         tf.concat([log_p, g, h], axis=1),
         f"The log-density of {name} or its first two derivatives is not finite at some expansion "
         "point ξ (the current posterior mean of f). The likelihood underflows there (for example "
         "log(1 - p) with p rounding to 1); check the data or the kernel variance.",
     )
-    log_p, g, h = tf.split(coefficients, 3, axis=1)  # works where N is unknown at trace time
+    # Split by columns, which works where N is unknown at trace time.
+    log_p, g, h = tf.split(coefficients, [1, latent, latent], axis=1)
+    share = log_p / latent  # each latent function's site carries its share of log p(y | ξ)
     w = tf.maximum(-h, 0.0)  # w ≥ 0
-    if ceiling is not None:  # peak log p + g²/(2w) ≤ c; no floor where log p is at c (then g = 0)
-        headroom = tf.maximum(tf.cast(ceiling, log_p.dtype) - log_p, 0.0)
+    if ceiling is not None:  # each peak share + g²/(2w) ≤ c/L; no floor at the ceiling (g = 0)
+        headroom = tf.maximum(tf.cast(ceiling, log_p.dtype) / latent - share, 0.0)
         w = tf.maximum(w, tf.math.divide_no_nan(tf.square(g), 2.0 * headroom))
     b = g + w * xi
-    a = log_p - g * xi - 0.5 * w * tf.square(xi)
+    a = share - g * xi - 0.5 * w * tf.square(xi)
     return Sites(a=a, b=b, w=w)

@@ -1,0 +1,126 @@
+"""VITaylor with GPflow's Softmax(C): per-class Taylor sites, C latent GPs, the collapsed route."""
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gpflow_fastvi as fv
+from gpflow_fastvi.exceptions import IncompatibleLikelihoodError
+from gpflow_fastvi.sites import log_density_derivatives, taylor_sites
+
+from .test_polya_gamma_multiclass import C, three_classes
+
+
+def softmax_log_density(labels):
+    one_hot = tf.one_hot(labels, C, dtype=tf.float64)
+    return lambda F: tf.reduce_sum(one_hot * F, axis=1) - tf.reduce_logsumexp(F, axis=1)
+
+
+def make_model(data, M=12, **kwargs):
+    X, _ = data
+    return fv.VITaylor(
+        gpflow.kernels.SquaredExponential(lengthscales=[0.8, 0.8]),
+        gpflow.likelihoods.Softmax(C),
+        X[:M].copy(),
+        num_latent_gps=C,
+        num_data=X.shape[0],
+        train_inducing=False,
+        **kwargs,
+    )
+
+
+def test_derivatives_are_the_softmax_gradient_and_hessian_diagonal(rng):
+    """g = y − π and the Hessian's diagonal −π(1 − π), per class, by the nested autodiff."""
+    xi = rng.normal(0.0, 3.0, (9, C))
+    labels = rng.integers(0, C, 9)
+    log_p, g, h = log_density_derivatives(softmax_log_density(labels), tf.constant(xi))
+    pi = np.exp(xi - xi.max(axis=1, keepdims=True))
+    pi /= pi.sum(axis=1, keepdims=True)
+    y = np.eye(C)[labels]
+    np.testing.assert_allclose(log_p[:, 0], np.log(pi[np.arange(9), labels]), rtol=1e-12)
+    np.testing.assert_allclose(g, y - pi, atol=1e-12)
+    np.testing.assert_allclose(h, -pi * (1 - pi), atol=1e-12)
+
+
+def test_the_sites_of_a_point_share_its_value_slope_and_ceiling(rng):
+    """Summed over the classes, the sites are the expansion with the diagonal Hessian: value
+    log p at ξ and slope g there; each peak is at most 0/C, so their sum never exceeds 0."""
+    xi = tf.constant(rng.normal(0.0, 4.0, (30, C)))
+    labels = rng.integers(0, C, 30)
+    log_density = softmax_log_density(labels)
+    a, b, w = taylor_sites(log_density, xi, ceiling=0.0)
+    log_p, g, _ = log_density_derivatives(log_density, xi)
+    value = tf.reduce_sum(a + b * xi - 0.5 * w * xi**2, axis=1)
+    np.testing.assert_allclose(value, log_p[:, 0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b - w * xi, g, atol=1e-10)
+    peaks = a + tf.math.divide_no_nan(b**2, 2 * w)
+    assert np.all(peaks.numpy() <= 1e-12)
+
+
+def test_the_fixed_point_at_fixed_hyperparameters_is_the_posterior_mode(rng):
+    """Taylor steps at ξ = E_q[f] are Newton steps with the Hessian's diagonal: where they stop,
+    the whitened means of all C classes maximise Σᵢ log p(yᵢ | fᵢ = aᵢᵀ v) − ½ Σ_c ‖v_c‖², whose
+    gradient couples the classes through the softmax. The diagonal ignores that coupling, so
+    the steps converge linearly (about ×0.7 per step here), not quadratically."""
+    data = three_classes(rng, N=80)
+    model = make_model(data)
+    for _ in range(60):
+        model.update_sites(1, data=data)
+    X, Y = (tf.constant(t) for t in data)
+    L = model.Kmm_cholesky()
+    A = model.projection(X, L).A
+    v = tf.Variable(model.q_mu.numpy())  # whitened, [M, C]
+    log_density = softmax_log_density(Y[:, 0].numpy().astype(int))
+    with tf.GradientTape() as tape:
+        objective = tf.reduce_sum(log_density(tf.matmul(A, v, transpose_a=True)))
+        objective -= 0.5 * tf.reduce_sum(v**2)
+    np.testing.assert_allclose(tape.gradient(objective, v), 0.0, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fit_learns_three_classes_as_gpflow_svgp_does(rng, tmp_path, dtype):
+    """fit on 300 points of three classes: test accuracy within 2 points of GPflow's SVGP with
+    Softmax trained by Scipy from the same start, in float32 too; a checkpoint restores into
+    SVGP(num_latent_gps=C) and predicts the same."""
+    data = three_classes(rng, N=300)
+    test = three_classes(np.random.default_rng(11), N=300)
+    with gpflow.config.as_context(gpflow.config.Config(float=dtype, jitter=1e-6)):
+        model = make_model(data, M=20)
+        fv.fit(model, data, max_iter=100)
+        accuracy = np.mean(model.predict_y(test[0])[0].numpy().argmax(axis=1) == test[1][:, 0])
+        svgp = gpflow.models.SVGP(
+            gpflow.kernels.SquaredExponential(lengthscales=[0.8, 0.8]),
+            gpflow.likelihoods.Softmax(C),
+            data[0][:20].copy(),
+            num_latent_gps=C,
+            num_data=300,
+        )
+        gpflow.set_trainable(svgp.inducing_variable, False)
+    if dtype == np.float64:
+        labels = (data[0], data[1].astype(np.int64))
+        gpflow.optimizers.Scipy().minimize(
+            svgp.training_loss_closure(labels), svgp.trainable_variables, options=dict(maxiter=300)
+        )
+        theirs = np.mean(svgp.predict_y(test[0])[0].numpy().argmax(axis=1) == test[1][:, 0])
+        assert accuracy > theirs - 0.02
+        path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+        tf.train.Checkpoint(model=svgp).read(path).assert_existing_objects_matched()
+        for a, b in zip(model.predict_f(test[0]), svgp.predict_f(test[0])):
+            np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+    assert accuracy > 0.9
+    assert model.q_mu.dtype == dtype
+
+
+def test_softmax_labels_and_latent_functions_are_checked(rng):
+    data = three_classes(rng)
+    X, Y = data
+    kernel = gpflow.kernels.SquaredExponential()
+    with pytest.raises(IncompatibleLikelihoodError, match="num_latent_gps=3"):
+        fv.VITaylor(kernel, gpflow.likelihoods.Softmax(C), X[:5])
+    for model_class in (fv.VIJJ, fv.VIConcave, fv.KLCorrected):
+        with pytest.raises(IncompatibleLikelihoodError, match="VITaylor with .*Softmax"):
+            model_class(kernel, gpflow.likelihoods.Softmax(C), X[:5], num_latent_gps=C)
+    model = make_model(data)
+    with pytest.raises(fv.InvalidDataError, match="integer classes"):
+        model.elbo((X, Y + C))
