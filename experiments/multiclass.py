@@ -120,6 +120,8 @@ def run(
         "SVGP + LogisticSoftmax + Adam": lambda: LogisticSoftmax(C),
         "SVGP + MultiClass + Scipy": lambda: gpflow.likelihoods.MultiClass(C),
     }[method]()
+    if isinstance(likelihood, gpflow.likelihoods.Softmax):
+        Y = Y.astype(np.int64)  # GPflow's Softmax takes integer labels only
     model = gpflow.models.SVGP(kernel, likelihood, Z.copy(), num_latent_gps=C, num_data=N)
     gpflow.set_trainable(model.inducing_variable, False)
     score = scorer(model, X_test, Y_test)
@@ -180,6 +182,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         results[method] = run(method, split, Z, C, args.budget, args.every, args.rate)
         seconds, accuracy, nll = results[method][-1]
         print(f"{method}: {seconds:.1f} s, accuracy {accuracy:.4f}, NLL {nll:.4f}", flush=True)
+        step = max(1, len(results[method]) // 15)
+        print("  " + ", ".join(f"{t:.0f} s {a:.3f}/{n:.3f}" for t, a, n in results[method][::step]))
     best_accuracy = max(r[-1][1] for r in results.values())
     best_nll = min(r[-1][2] for r in results.values())
     print(

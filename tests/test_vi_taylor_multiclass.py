@@ -124,3 +124,35 @@ def test_softmax_labels_and_latent_functions_are_checked(rng):
     model = make_model(data)
     with pytest.raises(fv.InvalidDataError, match="integer classes"):
         model.elbo((X, Y + C))
+
+
+def test_the_yardstick_is_a_fixed_estimate_of_gpflows_expectation(rng):
+    """The SVGP ELBO of a Softmax model: the same number at every call (fixed draws), and the
+    same expectation as GPflow's own Monte Carlo estimate (both with many draws)."""
+    from gpflow_fastvi.models.base import expected_log_softmax
+
+    Fmu = tf.constant(rng.normal(0.0, 2.0, (40, C)))
+    Fvar = tf.constant(rng.uniform(0.1, 2.0, (40, C)))
+    Y = tf.constant(rng.integers(0, C, (40, 1)).astype(np.float64))
+    np.testing.assert_array_equal(
+        expected_log_softmax(Fmu, Fvar, Y), expected_log_softmax(Fmu, Fvar, Y)
+    )
+    many = gpflow.likelihoods.Softmax(C)
+    many.num_monte_carlo_points = 40000
+    theirs = many.variational_expectations(tf.zeros((40, 1)), Fmu, Fvar, tf.cast(Y, tf.int64))
+    ours = expected_log_softmax(Fmu, Fvar, Y, draws=40000)
+    np.testing.assert_allclose(ours, theirs, atol=0.05)  # about 5 Monte Carlo errors
+
+
+def test_a_stream_and_gpflows_scipy_loop_work_for_c_classes(rng):
+    """The objective of a tf.data stream is that of the arrays; GPflow's Scipy on the closure
+    lowers the loss and stores C latent GPs."""
+    data = three_classes(rng, N=120)
+    model = make_model(data)
+    stream = tf.data.Dataset.from_tensor_slices(data).batch(50)
+    np.testing.assert_allclose(model.objective(stream), model.objective(data), rtol=1e-10)
+    closure = model.training_loss_closure(data)
+    before = float(closure())
+    gpflow.optimizers.Scipy().minimize(closure, model.trainable_variables, options=dict(maxiter=20))
+    assert float(closure()) < before
+    assert model.q_mu.shape == (12, C) and model.q_sqrt.shape == (C, 12, 12)

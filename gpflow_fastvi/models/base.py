@@ -65,6 +65,29 @@ def logit_log_prob(F: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
     return tf.math.log_sigmoid(signed_labels(Y) * F)
 
 
+SOFTMAX_DRAWS = 64
+"""The fixed standard-normal draws of :func:`expected_log_softmax`: its cost is draws × N × C
+exponentials, 0.4 s per evaluation on letter (16,000 points, 26 classes, 2 cores) at 64, beside
+1.5 s for the objective and its gradient."""
+
+
+def expected_log_softmax(
+    Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, draws: int = SOFTMAX_DRAWS
+) -> tf.Tensor:
+    """
+    E[f_y − log Σ_c exp f_c] [N] for independent fᵢ_c ~ N(Fmu, Fvar) [N, C] and classes Y [N, 1]:
+    E[f_y] exactly, E[log Σ_c exp f_c] by Monte Carlo with ``draws`` draws fixed once (a
+    stateless seed) and shared by the points. Unbiased as GPflow's
+    ``Softmax.variational_expectations`` is, but the same function of (Fmu, Fvar) at every call,
+    so that the watch of :func:`~gpflow_fastvi.fit` compares iterates, not draws.
+    """
+    C = tf.shape(Fmu)[1]
+    eps = tf.random.stateless_normal([draws, 1, C], seed=[20, 19], dtype=Fmu.dtype)
+    F = Fmu + tf.sqrt(Fvar) * eps  # [S, N, C]
+    own = tf.one_hot(tf.cast(Y[:, 0], tf.int64), C, dtype=Fmu.dtype)
+    return tf.reduce_sum(own * Fmu, axis=1) - tf.reduce_mean(tf.reduce_logsumexp(F, -1), 0)
+
+
 PERSISTENT_ROUTE = Route(
     "persistent",
     options={"n_upd": FULL_DATA_STEPS},
@@ -346,8 +369,11 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         """
         E_{N(fᵢ | Fmu, Fvar)}[log p(yᵢ | fᵢ)] [N], by the likelihood's own quadrature (closed form
         where GPflow has one; for the logit Bernoulli the same Gauss–Hermite rule on
-        :func:`logit_log_prob`, finite everywhere).
+        :func:`logit_log_prob`, finite everywhere; for GPflow's Softmax, whose own estimate
+        draws new samples at every call, :func:`expected_log_softmax`).
         """
+        if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
+            return expected_log_softmax(Fmu, Fvar, Y)
         if not self._logit_bernoulli:
             return self.likelihood.variational_expectations(
                 X, Fmu, Fvar, self.likelihood_targets(Y)
