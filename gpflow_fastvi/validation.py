@@ -273,6 +273,28 @@ def class_labels(Y: np.ndarray, num_classes: int) -> np.ndarray:
     return Y
 
 
+def warn_of_absent_classes(likelihood: gpflow.likelihoods.Likelihood, Y: Any) -> None:
+    """
+    Warn where a class of a C-class likelihood has no point among the training labels ``Y``
+    (arrays; a stream is not counted): the latent GP of such a class is fitted to the others'
+    points alone, where it is pushed down, and the model gives the class little probability
+    anywhere, which may or may not be what the data mean.
+    """
+    if not isinstance(likelihood, MULTI_CLASS_LIKELIHOODS) or Y is None:
+        return
+    present = set(np.unique(np.asarray(Y)).astype(int).tolist())
+    absent = [c for c in range(likelihood.num_classes) if c not in present]
+    if absent:
+        shown = ", ".join(map(str, absent[:10])) + (", …" if len(absent) > 10 else "")
+        warnings.warn(
+            f"{len(absent)} of the {likelihood.num_classes} classes have no training point "
+            f"(classes {shown}): their latent GPs learn only to be low. Check the labels "
+            "(classes 0 … C − 1) and num_classes.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 @check_shapes("Y: [N, L]", "return: [N, L]")
 def signed_labels(Y: tf.Tensor) -> tf.Tensor:
     """Map labels in {0, 1} to y = 2Y − 1 in {−1, +1}, the convention of the site formulas."""

@@ -156,3 +156,13 @@ def test_a_stream_and_gpflows_scipy_loop_work_for_c_classes(rng):
     gpflow.optimizers.Scipy().minimize(closure, model.trainable_variables, options=dict(maxiter=20))
     assert float(closure()) < before
     assert model.q_mu.shape == (12, C) and model.q_sqrt.shape == (C, 12, 12)
+
+
+def test_fit_warns_of_a_class_with_no_training_point(rng):
+    X, Y = three_classes(rng, N=60)
+    keep = Y[:, 0] != 2
+    model = make_model((X[keep], Y[keep]))
+    with pytest.warns(
+        UserWarning, match=r"1 of the 3 classes have no training point \(classes 2\)"
+    ):
+        fv.fit(model, (X[keep], Y[keep]), max_iter=1)

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from ..distribution import apply_trainable_flags, check_strategy
 from ..models import SiteModel
-from ..validation import positive_int
+from ..validation import positive_int, warn_of_absent_classes
 from .greedy import alternate_with_greedy_selection, check_regression_model, titsias_plan
 from .persistent import persistent_plan
 from .plans import TrainingPlan, alternating_plan
@@ -138,6 +138,9 @@ def fit(
     else:
         route_name, make_plan = _site_model_route(model, data, method, options)
         scope = model.distributed_by(check_strategy(strategy))
+        held = data if data is not None else getattr(model, "data", None)
+        if isinstance(held, (tuple, list)) and len(held) == 2:
+            warn_of_absent_classes(model.likelihood, held[1])
     early_stop = (
         None
         if validation is None
