@@ -42,6 +42,20 @@ def build(name, **kwargs):
     return getattr(fv, name)(kernel, likelihood, X[:: N // M][:M].copy(), num_data=N, **kwargs)
 
 
+def build_classes(name):
+    """``name`` with a likelihood of three classes (one latent GP per class)."""
+    import gpflow
+
+    import gpflow_fastvi as fv
+    from gpflow_fastvi.likelihoods import LogisticSoftmax
+
+    X, _ = binary_data()
+    likelihood = gpflow.likelihoods.Softmax(3) if name == "VITaylor" else LogisticSoftmax(3)
+    kernel = gpflow.kernels.SquaredExponential(lengthscales=[0.8, 1.2])
+    Z = X[:: N // M][:M].copy()
+    return getattr(fv, name)(kernel, likelihood, Z, num_latent_gps=3, num_data=N)
+
+
 def relative(a, b):
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
@@ -162,6 +176,34 @@ def two_devices():
         fv.fit(one, data, max_iter=3)
         kinds["fit"] = differences(shared, one)
         out["models"][name] = kinds
+
+    # Three classes, labelled by the first input: per-class statistics all-reduced as a tuple.
+    classes = (data[0], tf.constant(np.floor(3.0 * (X[:, :1] + 2.0) / 4.0).clip(0.0, 2.0)))
+    out["multiclass"] = {}
+    for name in ("VITaylor", "PolyaGammaSVGP"):
+        one = build_classes(name)
+        with strategy.scope():
+            shared = build_classes(name)
+        kinds = {
+            "loss_and_gradient": max(
+                relative(a, b)
+                for a, b in zip(
+                    loss_and_gradients(shared, classes), loss_and_gradients(one, classes)
+                )
+            )
+        }
+        batch = (classes[0][:101], classes[1][:101])
+        kinds["mini_batch_loss_and_gradient"] = max(
+            relative(a, b)
+            for a, b in zip(loss_and_gradients(shared, batch), loss_and_gradients(one, batch))
+        )
+        kinds["update_sites"] = relative(
+            shared.update_sites(2, data=classes), one.update_sites(2, data=classes)
+        )
+        fv.fit(shared, classes, max_iter=3)
+        fv.fit(one, classes, max_iter=3)
+        kinds["fit"] = differences(shared, one)
+        out["multiclass"][name] = kinds
 
     # q(u) stored unwhitened: the step's gradient then also runs through chol(Kmm) in q(u).
     one = build("PolyaGammaSVGP", whiten=False)

@@ -70,6 +70,14 @@ def test_a_model_built_in_the_scope_agrees_with_one_device(two_devices, name):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["VITaylor", "PolyaGammaSVGP"])
+def test_c_latent_gps_built_in_the_scope_agree_with_one_device(two_devices, name):
+    """Three classes: per-class statistics summed over the replicas as one tuple."""
+    for what, difference in two_devices["multiclass"][name].items():
+        assert difference < AGREE, (what, difference)
+
+
+@pytest.mark.slow
 def test_a_stream_and_fits_strategy_argument_agree_with_one_device(two_devices):
     assert two_devices["unwhitened_mini_batch_loss_and_gradient"] < AGREE
     assert two_devices["batched_fit"] < AGREE
