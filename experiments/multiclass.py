@@ -15,7 +15,9 @@ an ARD squared-exponential kernel with lengthscales √D, ``--inducing`` k-means
 - ``SVGP + LogisticSoftmax + Adam``: the same with the likelihood PolyaGammaSVGP augments, which
   separates what the likelihood costs from what the augmented bound costs;
 - ``SVGP + MultiClass + Scipy``: GPflow's ``MultiClass(C)`` (RobustMax, deterministic quadrature)
-  under ``gpflow.optimizers.Scipy``, as GPflow's multi-class notebook trains it.
+  under ``gpflow.optimizers.Scipy``, as GPflow's multi-class notebook trains it, in calls of 20
+  iterations so that its progress can be read (each call a fresh L-BFGS-B, which loses its
+  curvature memory), until a call ends by itself.
 
 Each is evaluated on the test part (accuracy, mean NLL of the true class) every ``--every``
 seconds of training, the evaluation's time left out, and the table gives the final figures and
