@@ -101,9 +101,12 @@ def collapsed_bound(stats: SiteStatistics, factors: CollapsedFactors) -> Collaps
     )
 
 
-def summed_bound(bounds: Sequence[CollapsedBound]) -> CollapsedBound:
-    """The collapsed bound of several latent functions, each with its own sites and q(u_l): every
-    term summed over them (the bound of one is itself)."""
+def summed_bound(
+    stats: Sequence[SiteStatistics], factors: Sequence[CollapsedFactors]
+) -> CollapsedBound:
+    """The collapsed bound of several latent functions, each with its own statistics and factors:
+    :func:`collapsed_bound` of each, every term summed over them (the bound of one is itself)."""
+    bounds = [collapsed_bound(s, f) for s, f in zip(stats, factors)]
     if len(bounds) == 1:
         return bounds[0]
     return CollapsedBound(*(tf.add_n(list(terms)) for terms in zip(*bounds)))

@@ -213,7 +213,12 @@ def sites_elbo(expected: tf.Tensor, q: LatentQ, scale: tf.Tensor) -> tf.Tensor:
     Unbiased over random batches; at the full batch, the optimal q and optimal local parameters it
     is the collapsed bound.
     """
-    return scale * expected - tf.add_n([kl_to_prior(m, R) for m, R in q])
+    return scale * expected - latent_kl(q)
+
+
+def latent_kl(q: LatentQ) -> tf.Tensor:
+    """Σ_l KL[q(u_l) ‖ p(u_l)] over the latent functions of ``q`` (:func:`kl_to_prior` each)."""
+    return tf.add_n([kl_to_prior(m, R) for m, R in q])
 
 
 @check_shapes("m: [M, 1]", "R: [M, M]", "return.eta1: [M, 1]", "return.precision: [M, M]")

@@ -38,7 +38,7 @@ from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from gpflow.utilities import triangular
 
 from ..exceptions import IncompatibleLikelihoodError
-from ..gaussian import kl_to_prior
+from ..gaussian import latent_kl
 from ..inducing import InducingSpec, set_inducing_trainable
 from ..types import Route
 from ..validation import (
@@ -150,10 +150,10 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
     """
 
     data_first_positional: ClassVar[Tuple[str, ...]] = ("kernel", "inducing_variable")
+    """The names of the positional arguments after the data in the data-first form."""
     multi_class_likelihoods: ClassVar[Tuple[type, ...]] = ()
     """The likelihoods of C classes the site rule takes, with C latent functions (none unless a
     subclass says so)."""
-    """The names of the positional arguments after the data in the data-first form."""
 
     def __init__(
         self,
@@ -218,7 +218,7 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
             )
             raise IncompatibleLikelihoodError(
                 f"{what}; got num_latent_gps={num_latent_gps}."
-                + ("" if latent > 1 else " " + self.multi_class_hint())
+                + ("" if latent > 1 else " " + MULTI_CLASS_HINT)
             )
         if q_diag:
             raise ValueError(
@@ -286,11 +286,6 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
             return int(likelihood.num_classes)
         return 1
 
-    @classmethod
-    def multi_class_hint(cls) -> str:
-        """What to use for C classes, for the errors of a binary or scalar model."""
-        return MULTI_CLASS_HINT
-
     # ----------------------------------------------------------------------------------------------
     # GPflow's training interface.
 
@@ -350,8 +345,7 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         """
         data = self.training_data(data)
         var_exp = self.sum_over_data(self.expected_log_likelihood, data, (), self.batch_size)
-        latents = self.whitened_latents(self.q_mu, self.q_sqrt, self.Kmm_cholesky())
-        kl = tf.add_n([kl_to_prior(m, R) for m, R in latents])
+        kl = latent_kl(self.whitened_latents(self.q_mu, self.q_sqrt, self.Kmm_cholesky()))
         scale = 1.0 if isinstance(data, tf.data.Dataset) else self.data_scale(data[0])
         return scale * var_exp - kl
 

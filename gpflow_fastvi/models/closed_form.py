@@ -26,11 +26,11 @@ from gpflow.base import RegressionData
 
 from ..gaussian import (
     CollapsedBound,
-    collapsed_bound,
     collapsed_factors,
     concat_latents,
     expected_sites,
-    kl_to_prior,
+    flat_latents,
+    latent_kl,
     latent_marginals,
     latent_pairs,
     map_over_batches,
@@ -189,7 +189,7 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
                 stats = self.pass_statistics(data, L, rule, projection, q)
             factors = [collapsed_factors(s) for s in stats]
             optimal = [optimal_q(f, L, whiten=True) for f in factors]
-            q = tuple(t for m, R in optimal for t in (m, R[0]))  # what the next pass reads
+            q = flat_latents([(m, R[0]) for m, R in optimal])  # what the next pass reads
         q_mu, q_sqrt = concat_latents([stored_q(m, R[0], L, self.whiten) for m, R in optimal])
         next_parameters: SiteParameters = ()
         if site_parameters is not None:
@@ -198,7 +198,7 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
             assert q is not None  # set by the passes above
             next_parameters = self.read_site_parameters(X, Y, projection, *q)
         return SteppedSites(
-            objective=summed_bound([collapsed_bound(s, f) for s, f in zip(stats, factors)]).total,
+            objective=summed_bound(stats, factors).total,
             q_mu=tf.stop_gradient(q_mu),
             q_sqrt=tf.stop_gradient(q_sqrt),
             site_parameters=next_parameters,
@@ -301,7 +301,7 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         else:
             X, Y = self.arrays_of(data, "site_parameters")
             stats = self.fixed_site_statistics(X, Y, L, site_parameters)
-        return summed_bound([collapsed_bound(s, collapsed_factors(s)) for s in stats])
+        return summed_bound(stats, [collapsed_factors(s) for s in stats])
 
     def update_q(
         self,
@@ -321,7 +321,7 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         factors = [collapsed_factors(s) for s in stats]
         q_mu, q_sqrt = concat_latents([optimal_q(f, L, self.whiten) for f in factors])
         self.store_q(tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt))
-        return summed_bound([collapsed_bound(s, f) for s, f in zip(stats, factors)]).total
+        return summed_bound(stats, factors).total
 
     def objective(
         self,
@@ -347,7 +347,7 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         data = self.training_data(data)
         L = self.Kmm_cholesky()
         latents = self.whitened_latents(self.q_mu, self.q_sqrt, L)
-        flat = tuple(t for pair in latents for t in pair)
+        flat = flat_latents(latents)
         count = len(flat)
 
         def batch_expectation(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> tf.Tensor:
@@ -368,4 +368,4 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
             expectation = self.sum_over_data(
                 batch_expectation, tensors, (L, *flat), self.batch_size
             )
-        return expectation - tf.add_n([kl_to_prior(m, R) for m, R in latents])
+        return expectation - latent_kl(latents)

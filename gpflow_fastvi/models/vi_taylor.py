@@ -50,8 +50,8 @@ class VITaylor(GaussianSitesModel):
     GPflow's multi-class SVGP is built: one latent GP per class, one site per point and class from
     the diagonal of the softmax's Hessian, one q(u_c) per class stored as SVGP stores them, one
     projection of the data per pass shared by the classes. Labels are the classes
-    {0, …, C − 1} of shape [N, 1]. The SVGP yardstick (:meth:`elbo`) is then GPflow's Monte Carlo
-    estimate.
+    {0, …, C − 1} of shape [N, 1]. The SVGP yardstick (:meth:`elbo`) is then a Monte Carlo
+    estimate with fixed draws (:func:`~gpflow_fastvi.models.base.expected_log_softmax`).
 
     Bernoulli labels may be {0, 1} or {−1, +1} (stored as {0, 1}); Poisson targets must be
     non-negative integers. Likelihoods that are not log-concave (Student-t, Beta) are refused
