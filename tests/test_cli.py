@@ -12,7 +12,12 @@ import numpy as np
 import pytest
 
 from gpflow_fastvi.benchmarks import compare
-from gpflow_fastvi.benchmarks.choices import ALL_METHODS, DEFAULT_METHODS
+from gpflow_fastvi.benchmarks.choices import (
+    ALL_METHODS,
+    DEFAULT_METHODS,
+    DEFAULT_MULTICLASS_METHODS,
+    MULTICLASS_METHODS,
+)
 from gpflow_fastvi.benchmarks.result import ComparisonResult
 from gpflow_fastvi.cli import build_parser, main
 
@@ -151,11 +156,11 @@ def test_test_file_without_train_file_is_a_usage_error(tmp_path: Path, capsys) -
 
 
 def test_unreadable_data_is_reported_without_training(tmp_path: Path, capsys) -> None:
-    bad = tmp_path / "three_classes.csv"
-    bad.write_text("0,1.0\n1,2.0\n2,3.0\n")
+    bad = tmp_path / "ragged.csv"
+    bad.write_text("0,1.0,2.0\n1,2.0\n0,3.0,1.0\n")
     assert main(["compare", "--train", str(bad), "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
-    assert "gpflow-fastvi: error:" in err and "three_classes.csv" in err
+    assert "gpflow-fastvi: error:" in err and "ragged.csv" in err
     assert not (tmp_path / "out").exists()
 
 
@@ -211,7 +216,7 @@ def test_subpackages_are_reachable_as_attributes_of_a_fresh_import() -> None:
 @pytest.mark.parametrize(
     "value, expected",
     [
-        (None, DEFAULT_METHODS),
+        (None, None),  # resolved once the data's classes are known
         ("all", ALL_METHODS),
         (" ALL ", ALL_METHODS),
         (
@@ -291,3 +296,58 @@ def test_an_interrupted_bench_says_what_it_kept(tmp_path: Path, monkeypatch, cap
     assert main(["bench", "--datasets", "banana", "--out", str(tmp_path)]) == 130
     err = capsys.readouterr().err
     assert "interrupted:" in err and "holds every method that finished" in err
+
+
+def write_three_classes(path: Path, N: int = 60, seed: int = 0) -> Path:
+    """Three classes named by strings, set by the angle of a 2-D point."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N, 2))
+    names = np.array(["sand", "grass", "water"])[np.digitize(np.arctan2(X[:, 1], X[:, 0]), [-1, 1])]
+    path.write_text("".join(f"{x0!r},{x1!r},{name}\n" for (x0, x1), name in zip(X, names)))
+    return path
+
+
+def _fake_comparison(seen: Dict[str, object]):
+    def fake_run_comparison(X_train, Y_train, X_test, Y_test, *, methods, **settings):
+        seen.update(methods=methods, labels=np.unique(Y_train), **settings)
+        start = {"iteration": 0, "time": 0.0, "test_accuracy": 0.3, "test_nll": 1.1}
+        end = {**start, "iteration": 1, "time": 1.0}
+        return ComparisonResult(
+            traces={method: [start, end] for method in methods},
+            settings={"num_classes": settings["num_classes"]},
+        )
+
+    return fake_run_comparison
+
+
+def test_a_file_of_three_classes_runs_the_multi_class_comparison(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    seen: Dict[str, object] = {}
+    monkeypatch.setattr(compare, "run_comparison", _fake_comparison(seen))
+    data = write_three_classes(tmp_path / "land.csv")
+    argv = ["compare", "--train", str(data), "--label-column", "-1", "--inducing", "5"]
+    assert main(argv + ["--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "labels: 3 classes, 'grass' -> 0, 'sand' -> 1, 'water' -> 2" in out
+    assert seen["methods"] == DEFAULT_MULTICLASS_METHODS and seen["num_classes"] == 3
+    np.testing.assert_array_equal(seen["labels"], [0.0, 1.0, 2.0])
+    assert "Likelihoods: VITaylor: Softmax(3); SVGP + Scipy: MultiClass(3)" in out
+    assert "ELBO: not shown" in out and "n/a" in out  # no ELBO column for C classes
+
+    assert main(argv + ["--methods", "all", "--out", str(tmp_path / "all")]) == 0
+    assert seen["methods"] == MULTICLASS_METHODS  # every method that takes C classes
+
+
+def test_a_binary_method_on_three_classes_names_the_multi_class_ones(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    seen: Dict[str, object] = {}
+    monkeypatch.setattr(compare, "run_comparison", _fake_comparison(seen))
+    data = write_three_classes(tmp_path / "land.csv")
+    argv = ["compare", "--train", str(data), "--label-column", "-1", "--inducing", "5"]
+    argv += ["--methods", "VIJJ,VITaylor"]
+    assert main(argv + ["--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "'VIJJ' cannot take 3 classes" in err and "'PolyaGammaSVGP'" in err
+    assert not seen

@@ -15,13 +15,16 @@ from gpflow_fastvi.benchmarks.choices import (
     ALL_METHODS,
     DEFAULT_METHODS,
     FAST_METHODS,
+    KLC_NAME,
+    MULTICLASS_METHODS,
     NATGRAD_NAME,
     PG_NAME,
     SCIPY_NAME,
+    VICONCAVE_NAME,
     VIJJ_NAME,
     VITAYLOR_NAME,
 )
-from gpflow_fastvi.benchmarks.compare import check_methods, run_comparison
+from gpflow_fastvi.benchmarks.compare import check_inputs, check_methods, run_comparison
 from gpflow_fastvi.benchmarks.figures import line_style
 from gpflow_fastvi.benchmarks.harness import TrainingClock
 from gpflow_fastvi.benchmarks.result import ComparisonResult
@@ -122,10 +125,32 @@ def test_run_comparison_refuses_bad_settings(change: dict, message: str) -> None
         run_comparison(X, Y, X, Y, **{"num_inducing": 5, **change})
 
 
-def test_run_comparison_refuses_labels_outside_0_1() -> None:
+def test_run_comparison_refuses_labels_that_are_not_class_indices() -> None:
     X = np.zeros((4, 2))
-    with pytest.raises(ValueError, match="train labels must be 0 or 1"):
+    with pytest.raises(ValueError, match="train labels must be class indices 0, 1, ..."):
         run_comparison(X, np.array([[-1.0], [1.0], [1.0], [-1.0]]), X, np.zeros((4, 1)))
+    with pytest.raises(ValueError, match="test labels must be class indices"):
+        run_comparison(X, np.zeros((4, 1)), X, np.full((4, 1), 0.5))
+
+
+def test_the_number_of_classes_is_the_largest_label_plus_one_or_as_given() -> None:
+    X = np.zeros((4, 2))
+    Y = np.array([[0.0], [2.0], [1.0], [0.0]])
+    assert check_inputs(X, Y, X, np.zeros((4, 1)))[1] == 3
+    assert check_inputs(X, np.zeros((4, 1)), X, np.zeros((4, 1)))[1] == 2  # at least two
+    assert check_inputs(X, Y, X, Y, num_classes=5)[1] == 5
+    with pytest.raises(ValueError, match="num_classes is 2, but the labels run to 2"):
+        check_inputs(X, Y, X, Y, num_classes=2)
+
+
+def test_methods_for_three_classes_are_the_multi_class_ones() -> None:
+    assert check_methods(MULTICLASS_METHODS, 3) == MULTICLASS_METHODS
+    assert check_methods(["SVGP + Adam (lr 0.1)"], 3) == ("SVGP + Adam (lr 0.1)",)
+    X = np.zeros((6, 2))
+    Y = np.array([[0.0], [1.0], [2.0]] * 2)
+    for binary_only in (VIJJ_NAME, KLC_NAME, VICONCAVE_NAME):
+        with pytest.raises(ValueError, match=f"'{binary_only}' cannot take 3 classes.*VITaylor"):
+            run_comparison(X, Y, X, Y, methods=[VITAYLOR_NAME, binary_only], num_inducing=2)
 
 
 def test_default_methods_are_the_original_three_and_all_methods_eight() -> None:
@@ -256,3 +281,34 @@ def test_a_diverging_method_keeps_its_rows_and_the_table_says_so(rng: np.random.
     result = ComparisonResult(traces={NATGRAD_NAME: rows, ADAM_NAME: [row(0.0, 0.5, 0.69)]})
     table = result.format_table()
     assert "(failed)" in table and f"{NATGRAD_NAME} failed at step 3" in table
+
+
+@pytest.mark.slow
+def test_a_three_class_comparison_gives_each_method_its_likelihood_and_learns() -> None:
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 2))
+    f = 3.0 * np.stack([X[:, 0], X[:, 1], -X[:, 0] - X[:, 1]], axis=1)
+    Y = np.argmax(f + rng.gumbel(size=f.shape), axis=1)[:, None].astype(np.float64)
+    result = run_comparison(
+        X[:450],
+        Y[:450],
+        X[450:],
+        Y[450:],
+        methods=[VITAYLOR_NAME, PG_NAME, SCIPY_NAME, ADAM_NAME],
+        num_inducing=10,
+        time_budget=3.0,
+    )
+    assert result.settings["num_classes"] == 3
+    assert result.settings["likelihood"] == {
+        VITAYLOR_NAME: "Softmax(3)",
+        PG_NAME: "LogisticSoftmax(3)",
+        SCIPY_NAME: "MultiClass(3)",
+        ADAM_NAME: "Softmax(3)",
+    }
+    for method, rows in result.traces.items():
+        assert "elbo" not in rows[-1]
+        assert rows[0]["test_accuracy"] < 0.6  # the untrained model, near chance (1/3)
+        if method in (VITAYLOR_NAME, PG_NAME, SCIPY_NAME):  # Adam's 3 s are mostly compilation
+            assert rows[-1]["test_accuracy"] > 0.75, method
+            assert rows[-1]["test_nll"] < 0.75 * np.log(3.0), method
+    assert "ELBO: not shown" in result.format_table()

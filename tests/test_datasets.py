@@ -246,6 +246,31 @@ def test_three_classes_are_refused_in_libsvm(tmp_path: Path) -> None:
         load_libsvm(path)
 
 
+def test_multiclass_maps_c_classes_to_0_to_c_minus_1_in_increasing_order(tmp_path: Path) -> None:
+    X = np.arange(12.0).reshape(6, 2)
+    path = write_dense(tmp_path / "three.csv", X, ["b", "c", "a", "c", "b", "a"])
+    X_read, Y, classes = load_file(path, return_classes=True, multiclass=True)
+    np.testing.assert_array_equal(X_read, X)
+    np.testing.assert_array_equal(Y[:, 0], [1, 2, 0, 2, 1, 0])
+    assert classes == ("a", "b", "c")
+    numbers = tmp_path / "numbers.svm"
+    numbers.write_text("10 1:0.5\n2 1:1.5\n7 1:2.5\n2 1:3.5\n")  # compared as numbers
+    np.testing.assert_array_equal(load_libsvm(numbers, multiclass=True)[1][:, 0], [2, 0, 1, 0])
+    two = write_dense(tmp_path / "two.csv", X, [-1, 1, 1, -1, 1, -1])  # two classes: as binary
+    np.testing.assert_array_equal(load_csv(two, multiclass=True)[1], load_csv(two)[1])
+
+
+def test_multiclass_test_labels_take_the_training_file_s_classes(tmp_path: Path) -> None:
+    train = write_dense(tmp_path / "train.csv", np.ones((4, 2)), [3, 1, 2, 1])
+    test = write_dense(tmp_path / "test.csv", np.ones((2, 2)), [2, 2])  # one class is fine
+    *_, Y_test, classes = load_train_test(train, test, return_classes=True, multiclass=True)
+    assert classes == (1.0, 2.0, 3.0)
+    np.testing.assert_array_equal(Y_test[:, 0], [1, 1])
+    unseen = write_dense(tmp_path / "unseen.csv", np.ones((2, 2)), [2, 5])
+    with pytest.raises(DatasetError, match=r"unseen.csv: data row 2 has label 5.0.*1.0 \(-> 0\)"):
+        load_train_test(train, unseen, multiclass=True)
+
+
 def test_a_single_class_is_refused(tmp_path: Path) -> None:
     path = write_dense(tmp_path / "one.csv", np.ones((3, 2)), [1, 1, 1])
     with pytest.raises(DatasetError, match="one.csv.*only one class"):

@@ -12,6 +12,7 @@ from gpflow_fastvi.datasets import (
     BENCHMARK_SETS,
     DATA_DIR_VARIABLE,
     ChecksumError,
+    DatasetError,
     MissingDataError,
     benchmark_files,
     load_banana,
@@ -32,7 +33,11 @@ MANIFEST_SHAPES = {
     "diabetis": (614, 154, 8),
     "heart": (216, 54, 13),
     "german_raetsch": (800, 200, 20),
+    "letter": (16_000, 4_000, 16),
+    "satimage": (4_435, 2_000, 36),
 }
+MANIFEST_CLASSES = {"letter": 26, "satimage": 6}
+"""The multi-class sets and their C; every other set is binary."""
 
 REAL_DATA_DIR = os.environ.get(DATA_DIR_VARIABLE) or None
 """The real benchmark files, if the environment names them (the tests below unset the variable)."""
@@ -182,4 +187,45 @@ def test_the_real_files_verify_and_have_the_manifest_shapes(name: str) -> None:
     split = load_benchmark(name, REAL_DATA_DIR)
     n_train, n_test, d = MANIFEST_SHAPES[name]
     assert split.X_train.shape == (n_train, d) and split.X_test.shape == (n_test, d)
-    assert set(np.unique(split.Y_train)) == {0.0, 1.0}
+    C = MANIFEST_CLASSES.get(name, 2)
+    assert BENCHMARK_SETS[name].num_classes == C
+    assert set(np.unique(split.Y_train)) == set(range(C))
+
+
+@pytest.mark.skipif(
+    REAL_DATA_DIR is None, reason=f"needs the benchmark files (${DATA_DIR_VARIABLE})"
+)
+def test_the_multi_class_sets_have_the_manifest_class_counts() -> None:
+    satimage = load_benchmark("satimage", REAL_DATA_DIR)  # MANIFEST: train counts per class
+    np.testing.assert_array_equal(
+        np.bincount(satimage.Y_train[:, 0].astype(int)), [1072, 479, 961, 415, 470, 1038]
+    )
+    letter = load_benchmark("letter", REAL_DATA_DIR)  # 734-813 rows per letter in all 20,000
+    counts = np.bincount(np.concatenate([letter.Y_train, letter.Y_test])[:, 0].astype(int))
+    assert counts.size == 26 and counts.min() == 734 and counts.max() == 813
+
+
+def test_a_multi_class_set_maps_its_labels_in_increasing_order(
+    fake_benchmark, rng, monkeypatch
+) -> None:
+    import dataclasses
+
+    X = rng.normal(size=(30, 2))
+    text = "".join(f"{c},{x0!r},{x1!r}\n" for c, (x0, x1) in zip("CAB" * 10, X))
+    data_dir = fake_benchmark("letter", {"letter/letter-recognition.data": text})
+    monkeypatch.setitem(
+        BENCHMARK_SETS,
+        "letter",
+        dataclasses.replace(BENCHMARK_SETS["letter"], test_from_row=24, num_classes=3),
+    )
+    split = load_benchmark("letter", data_dir, standardised=False)
+    np.testing.assert_array_equal(split.Y_train[:3, 0], [2.0, 0.0, 1.0])  # C, A, B
+    np.testing.assert_array_equal(split.X_test, X[24:])
+
+
+def test_a_set_with_another_number_of_classes_than_its_entry_is_refused(fake_benchmark, rng) -> None:
+    X = rng.normal(size=(6, 2))
+    text = "".join(f"{c},{x0!r},{x1!r}\n" for c, (x0, x1) in zip("ABABAB", X))
+    data_dir = fake_benchmark("letter", {"letter/letter-recognition.data": text})
+    with pytest.raises(DatasetError, match="holds 2 classes, but the letter set has 26"):
+        load_benchmark("letter", data_dir)

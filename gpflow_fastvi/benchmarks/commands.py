@@ -27,6 +27,7 @@ from .choices import (
     COMPARE_OUT,
     DEFAULT_ADAM_LR,
     DEFAULT_METHODS,
+    DEFAULT_MULTICLASS_METHODS,
     INDUCING_M,
     INDUCING_ROUNDS,
     INDUCING_WORKING_SET,
@@ -34,6 +35,7 @@ from .choices import (
     KL_CORRECTION_MAXFUN,
     KL_CORRECTION_OUT,
     KL_CORRECTION_TOL,
+    MULTICLASS_METHODS,
     PLACEMENTS,
     RAETSCH_NAMES,
     SCALING_FIXED_M,
@@ -79,8 +81,11 @@ def add_compare_command(commands: Any) -> None:
             "of the fast methods against the SVGP baselines, and write comparison.png and "
             "comparison.json. Data files may be CSV/dense text or LIBSVM (optionally "
             "gzip/bzip2/xz compressed); any two label values are accepted, the larger one being "
-            "the positive class. Features are standardised with the training part's mean and "
-            "standard deviation."
+            "the positive class. A file of C > 2 classes runs the multi-class comparison: the "
+            "label values, in increasing order, become classes 0..C-1, and each method takes its "
+            "C-class likelihood (GPflow's Softmax; LogisticSoftmax for PolyaGammaSVGP; GPflow's "
+            "MultiClass for SVGP + Scipy). Features are standardised with the training part's "
+            "mean and standard deviation."
         ),
     )
     compare.add_argument(
@@ -104,9 +109,11 @@ def add_compare_command(commands: Any) -> None:
         "--methods",
         metavar="LIST",
         type=parse_methods,
-        default=DEFAULT_METHODS,
+        default=None,
         help=f"comma-separated methods to run, in this order, from: {', '.join(ALL_METHODS)}; "
-        f"or 'all'. Quote the list, as the names hold spaces (default: {','.join(DEFAULT_METHODS)})",
+        "or 'all'. Quote the list, as the names hold spaces. For more than two classes only "
+        f"{', '.join(MULTICLASS_METHODS)} can run (default: {','.join(DEFAULT_METHODS)}; for "
+        f"more than two classes {','.join(DEFAULT_MULTICLASS_METHODS)})",
     )
     add_inducing(compare, COMPARE_INDUCING)
     add_fixed_inducing(compare)

@@ -30,22 +30,32 @@ from .choices import (
     COMPARE_INDUCING,
     DEFAULT_ADAM_LR,
     DEFAULT_METHODS,
+    DEFAULT_MULTICLASS_METHODS,
+    MULTICLASS_METHODS,
     NATGRAD_NAME,
     PG_NAME,
     TIME_BUDGET,
     adam_learning_rate,
     adam_method,
 )
+from .harness import likelihood_name
 from .methods import method_runners, pg_batch_size, pg_steps_per_iteration, warm_up
 from .result import ComparisonResult, LearningCurve
 
 
 def check_inputs(
-    X_train: np.ndarray, Y_train: np.ndarray, X_test: np.ndarray, Y_test: np.ndarray
-) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    X_train: np.ndarray,
+    Y_train: np.ndarray,
+    X_test: np.ndarray,
+    Y_test: np.ndarray,
+    num_classes: Optional[int] = None,
+) -> Tuple[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], int]:
     """
-    The data as float copies, checked by :func:`gpflow_fastvi.validation.check_data`, with labels
-    in {0, 1} exactly (GPflow's baselines read them as given) and the same features in both parts.
+    The data as float copies, checked by :func:`gpflow_fastvi.validation.check_data`, with the same
+    features in both parts, and C, the number of classes: labels must be whole numbers in
+    {0, ..., C − 1} (GPflow's baselines read them as given), C being ``num_classes`` or, when that
+    is None, the largest label plus one (at least 2). Two classes are GPflow's Bernoulli
+    convention {0, 1}; more are the classes of GPflow's ``Softmax`` and ``MultiClass``.
     """
     checked = []
     for name, X, Y in (("train", X_train, Y_train), ("test", X_test, Y_test)):
@@ -53,10 +63,11 @@ def check_inputs(
             X, Y = check_data((X, Y))
         except InvalidDataError as error:
             raise InvalidDataError(f"The {name} data: {error}") from error
-        if not np.all((Y == 0.0) | (Y == 1.0)):
+        if not np.all((Y >= 0.0) & (Y == np.round(Y))):
             raise InvalidDataError(
-                f"{name} labels must be 0 or 1, GPflow's Bernoulli convention (the loaders in "
-                "gpflow_fastvi.datasets map any two classes to it)."
+                f"{name} labels must be class indices 0, 1, ... (0 or 1 for two classes, GPflow's "
+                "Bernoulli convention); the loaders in gpflow_fastvi.datasets map any label "
+                "values to them."
             )
         checked += [X, Y]
     X_train, Y_train, X_test, Y_test = checked
@@ -64,11 +75,23 @@ def check_inputs(
         raise InvalidDataError(
             f"X_train has {X_train.shape[1]} features but X_test has {X_test.shape[1]}"
         )
-    return X_train, Y_train, X_test, Y_test
+    largest = int(max(Y_train.max(), Y_test.max()))
+    if num_classes is None:
+        num_classes = max(2, largest + 1)
+    elif num_classes < 2 or largest >= num_classes:
+        raise InvalidDataError(
+            f"num_classes is {num_classes}, but the labels run to {largest}; labels must lie in "
+            "{0, ..., num_classes - 1}, with num_classes at least 2"
+        )
+    return (X_train, Y_train, X_test, Y_test), num_classes
 
 
-def check_methods(methods: Sequence[str]) -> Tuple[str, ...]:
-    """``methods`` as a tuple without repeats; a ValueError names any unknown one."""
+def check_methods(methods: Sequence[str], num_classes: int = 2) -> Tuple[str, ...]:
+    """
+    ``methods`` as a tuple without repeats; a ValueError names any unknown one, and, for
+    ``num_classes`` > 2, any that cannot take C classes (see
+    :data:`~gpflow_fastvi.benchmarks.choices.MULTICLASS_METHODS`).
+    """
     if isinstance(methods, str):
         methods = [methods]
     unknown = [
@@ -83,6 +106,17 @@ def check_methods(methods: Sequence[str]) -> Tuple[str, ...]:
         )
     if not methods:
         raise ValueError(f"methods is empty; choose from {', '.join(map(repr, ALL_METHODS))}")
+    if num_classes > 2:
+        binary_only = [
+            method
+            for method in methods
+            if method not in MULTICLASS_METHODS and adam_learning_rate(method) is None
+        ]
+        if binary_only:
+            raise ValueError(
+                f"{', '.join(map(repr, binary_only))} cannot take {num_classes} classes; the "
+                f"methods for more than two classes are {', '.join(map(repr, MULTICLASS_METHODS))}"
+            )
     return tuple(dict.fromkeys(methods))
 
 
@@ -92,7 +126,7 @@ def run_comparison(
     X_test: np.ndarray,
     Y_test: np.ndarray,
     *,
-    methods: Sequence[str] = DEFAULT_METHODS,
+    methods: Optional[Sequence[str]] = None,
     num_inducing: int = COMPARE_INDUCING,
     time_budget: float = TIME_BUDGET,
     adam_lr: float = DEFAULT_ADAM_LR,
@@ -100,6 +134,7 @@ def run_comparison(
     seed: int = 0,
     progress: bool = False,
     train_inducing: bool = True,
+    num_classes: Optional[int] = None,
     on_method_done: Optional[Callable[[str, LearningCurve], None]] = None,
 ) -> ComparisonResult:
     """
@@ -111,13 +146,21 @@ def run_comparison(
     in the order given, on the same machine; run nothing else heavy meanwhile, as the times are
     wall-clock.
 
-    :param X_train: training inputs [N, D], preferably standardised (the lengthscales start at 1).
-    :param Y_train: training labels [N, 1] in {0, 1}.
+    With more than two classes every method takes its C-class likelihood (GPflow's ``Softmax``,
+    except :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` for PolyaGammaSVGP and GPflow's
+    ``MultiClass`` for SVGP + Scipy; see :func:`~gpflow_fastvi.benchmarks.harness.make_likelihood`)
+    and C latent GPs; the test NLL is −log of the true class's predicted probability, and the rows
+    carry no ELBO, as the likelihoods' ELBOs are not one quantity.
+
+    :param X_train: training inputs [N, D], preferably standardised (the lengthscales start at √D).
+    :param Y_train: training labels [N, 1]: classes {0, 1}, or {0, ..., C − 1}.
     :param X_test: test inputs [T, D].
-    :param Y_test: test labels [T, 1] in {0, 1}.
+    :param Y_test: test labels [T, 1], the classes of ``Y_train``.
     :param methods: names from :data:`~gpflow_fastvi.benchmarks.choices.ALL_METHODS` (default
         :data:`~gpflow_fastvi.benchmarks.choices.DEFAULT_METHODS`: VIJJ, SVGP + Scipy and
-        SVGP + Adam); repeats are dropped.
+        SVGP + Adam; for C > 2 classes
+        :data:`~gpflow_fastvi.benchmarks.choices.DEFAULT_MULTICLASS_METHODS`: VITaylor,
+        SVGP + Scipy and SVGP + Adam); repeats are dropped.
     :param num_inducing: M, the number of inducing inputs, placed by k-means on ``X_train``.
     :param train_inducing: every method trains the inducing inputs with the hyperparameters, as
         a GPflow user's SVGP does (the default); ``False`` holds them at the k-means centres for
@@ -130,12 +173,18 @@ def run_comparison(
         runs with its own default).
     :param seed: seeds k-means, TensorFlow and the mini-batch order.
     :param progress: show a progress bar per method.
+    :param num_classes: C; None takes the largest label plus one (at least 2).
     :param on_method_done: called as ``on_method_done(method, curve)`` as soon as each method has
         run, so that a caller can save what has finished.
-    :raises ValueError: for an unknown method name, or bad data or settings.
+    :raises ValueError: for an unknown method name, a method that cannot take the data's C
+        classes, or bad data or settings.
     """
-    methods = check_methods(methods)
-    X_train, Y_train, X_test, Y_test = check_inputs(X_train, Y_train, X_test, Y_test)
+    (X_train, Y_train, X_test, Y_test), C = check_inputs(
+        X_train, Y_train, X_test, Y_test, num_classes
+    )
+    if methods is None:
+        methods = DEFAULT_METHODS if C == 2 else DEFAULT_MULTICLASS_METHODS
+    methods = check_methods(methods, C)
     N, D = X_train.shape
     if not 0 < num_inducing <= N:
         raise ValueError(f"num_inducing must be between 1 and N = {N}; got {num_inducing}")
@@ -159,6 +208,7 @@ def run_comparison(
         batch_size=batch_size,
         seed=seed,
         train_inducing=train_inducing,
+        num_classes=C,
     )
     timed = method_runners(
         methods,
@@ -171,6 +221,7 @@ def run_comparison(
         seed=seed,
         progress=progress,
         train_inducing=train_inducing,
+        num_classes=C,
     )
     traces: Dict[str, LearningCurve] = {}
     for method in methods:
@@ -199,7 +250,12 @@ def run_comparison(
             else {}
         ),
         "kernel": "SquaredExponential, ARD, lengthscales sqrt(D), variance 1.0",
-        "likelihood": "Bernoulli(invlink=tf.sigmoid)",
+        "num_classes": C,
+        "likelihood": (
+            likelihood_name(2, "")
+            if C == 2
+            else {method: likelihood_name(C, method) for method in methods}
+        ),
         "inducing_points": (
             "k-means on X_train, trained" if train_inducing else "k-means on X_train, fixed"
         ),
@@ -221,7 +277,9 @@ def load_data(args: argparse.Namespace) -> Tuple[str, Tuple[np.ndarray, ...]]:
     """
     The name of the data set ``compare``'s arguments name and its standardised
     ``(X_train, Y_train, X_test, Y_test)``: the bundled banana set, one file split at random, or
-    a training and a test file. Prints which label became the positive class.
+    a training and a test file. A file may hold two classes or more (the classes of the training
+    part, in increasing order of their values, become 0, ..., C − 1); prints which label became
+    which class.
     """
     from ..datasets import load_banana, load_file, load_train_test, standardise, train_test_split
 
@@ -233,18 +291,24 @@ def load_data(args: argparse.Namespace) -> Tuple[str, Tuple[np.ndarray, ...]]:
         classes = (-1.0, 1.0)
     elif args.test is None:
         name = os.path.basename(args.train)
-        X, Y, classes = load_file(args.train, args.label_column, return_classes=True)
+        X, Y, classes = load_file(
+            args.train, args.label_column, return_classes=True, multiclass=True
+        )
         X_train, Y_train, X_test, Y_test = train_test_split(
             X, Y, test_fraction=args.test_fraction, seed=args.seed
         )
     else:
         name = f"{os.path.basename(args.train)} / {os.path.basename(args.test)}"
         *split, classes = load_train_test(
-            args.train, args.test, args.label_column, return_classes=True
+            args.train, args.test, args.label_column, return_classes=True, multiclass=True
         )
         X_train, Y_train, X_test, Y_test = split
-    negative, positive = classes
-    print(f"labels: {negative!r} -> 0, {positive!r} -> 1 (the positive class)")
+    if len(classes) == 2:
+        negative, positive = classes
+        print(f"labels: {negative!r} -> 0, {positive!r} -> 1 (the positive class)")
+    else:
+        mapping = ", ".join(f"{value!r} -> {index}" for index, value in enumerate(classes))
+        print(f"labels: {len(classes)} classes, {mapping}")
     X_train, X_test = standardise(X_train, X_test)
     return name, (X_train, Y_train, X_test, Y_test)
 
@@ -253,12 +317,22 @@ def command(args: argparse.Namespace) -> int:
     """``gpflow-fastvi compare``: run the comparison, print its table, write its figure and traces."""
     name, (X_train, Y_train, X_test, Y_test) = load_data(args)
     n_train, d = X_train.shape
+    C = max(2, int(Y_train.max()) + 1)
     if args.inducing > n_train:
         raise ValueError(f"--inducing {args.inducing} is more than the {n_train} training points")
+    methods = args.methods
+    if methods is None:
+        methods = DEFAULT_METHODS if C == 2 else DEFAULT_MULTICLASS_METHODS
+    elif C > 2 and methods == ALL_METHODS:  # --methods all: every method that takes C classes
+        methods = MULTICLASS_METHODS
+    methods = check_methods(methods, C)
     print(f"Data: {name}")
     print(f"n_train = {n_train}, n_test = {X_test.shape[0]}, d = {d}, m = {args.inducing}")
+    if C > 2:
+        likelihoods = "; ".join(f"{method}: {likelihood_name(C, method)}" for method in methods)
+        print(f"Likelihoods: {likelihoods}")
     print(
-        f"Time budget: {args.time_budget:g} s per method ({', '.join(args.methods)}). Training...",
+        f"Time budget: {args.time_budget:g} s per method ({', '.join(methods)}). Training...",
         flush=True,
     )
     result = run_comparison(
@@ -266,8 +340,9 @@ def command(args: argparse.Namespace) -> int:
         Y_train,
         X_test,
         Y_test,
-        methods=args.methods,
+        methods=methods,
         num_inducing=args.inducing,
+        num_classes=C,
         time_budget=args.time_budget,
         adam_lr=args.adam_lr,
         batch_size=args.batch_size,
@@ -279,7 +354,9 @@ def command(args: argparse.Namespace) -> int:
     print()
     print(result.format_table())
     print()
-    title = f"{name}: n = {n_train}, d = {d}, m = {args.inducing}"
+    title = f"{name}: n = {n_train}, d = {d}, m = {args.inducing}" + (
+        f", {C} classes" if C > 2 else ""
+    )
     png_path, json_path = result.save(args.out, title=title)
     print(f"Wrote {png_path}")
     print(f"Wrote {json_path}")

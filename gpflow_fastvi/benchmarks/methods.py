@@ -57,6 +57,7 @@ out).
 TensorFlow and GPflow are imported with this module; keep it out of ``gpflow_fastvi/__init__.py``.
 """
 
+import warnings
 from typing import Any, Callable, Dict, Sequence, Tuple
 
 import gpflow
@@ -107,10 +108,13 @@ def run_data_holding_model(
     time_budget: float,
     progress: bool,
     train_inducing: bool = True,
+    num_classes: int = 2,
 ) -> LearningCurve:
     """
     VIJJ, VITaylor, KLCorrected or VIConcave (``model_name``), trained by :func:`gpflow_fastvi.fit` with its
-    defaults, its inducing inputs trained with the hyperparameters or held fixed.
+    defaults, its inducing inputs trained with the hyperparameters or held fixed. For
+    ``num_classes`` C > 2 (VITaylor only), GPflow's ``Softmax(C)`` with C latent GPs; the rows then
+    carry no ELBO (see :func:`~.baselines.run_svgp_scipy`).
     """
     import gpflow_fastvi
 
@@ -119,11 +123,12 @@ def run_data_holding_model(
     model = model_class(
         data,
         make_kernel(X.shape[1]),
-        likelihood=make_likelihood(),
+        likelihood=make_likelihood(num_classes, model_name),
         inducing_variable=Z.copy(),
         train_inducing=train_inducing,
+        num_latent_gps=1 if num_classes == 2 else num_classes,
     )
-    metrics = metrics_function(model, model.elbo, *test)
+    metrics = metrics_function(model, model.elbo if num_classes == 2 else None, *test)
     initial = {"iteration": 0, "time": 0.0, **metrics()}
     trace = gpflow_fastvi.fit(
         model, time_budget=time_budget, callback=lambda _: metrics(), progress=progress
@@ -151,10 +156,13 @@ def run_polya_gamma(
     seed: int,
     progress: bool,
     train_inducing: bool = True,
+    num_classes: int = 2,
 ) -> LearningCurve:
     """
     PolyaGammaSVGP, trained by :func:`gpflow_fastvi.fit` with its defaults (mini-batches, step size
     ρ and Adam's learning rate for the hyperparameters) until ``time_budget`` seconds have passed.
+    For ``num_classes`` C > 2, :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` with C latent
+    GPs, and rows without an ELBO.
     """
     from gpflow_fastvi import PolyaGammaSVGP, fit
 
@@ -162,15 +170,17 @@ def run_polya_gamma(
     N = X.shape[0]
     model = PolyaGammaSVGP(
         make_kernel(X.shape[1]),
-        make_likelihood(),
+        make_likelihood(num_classes, PG_NAME),
         gpflow.inducing_variables.InducingPoints(Z.copy()),
         num_data=N,
         train_inducing=train_inducing,
+        num_latent_gps=1 if num_classes == 2 else num_classes,
     )
     data_tensors = (tf.constant(X), tf.constant(Y))
     # SVGP's quadrature ELBO at this q(u), comparable with the baselines' (the model's own elbo is
     # the Pólya-Gamma bound, which lies below it).
-    metrics = metrics_function(model, lambda: gpflow.models.SVGP.elbo(model, data_tensors), *test)
+    elbo = (lambda: gpflow.models.SVGP.elbo(model, data_tensors)) if num_classes == 2 else None
+    metrics = metrics_function(model, elbo, *test)
     rows: LearningCurve = [{"iteration": 0, "time": 0.0, **metrics()}]
     bar = progress_bar(progress, PG_NAME, time_budget)
 
@@ -216,6 +226,7 @@ def method_runners(
     seed: int,
     progress: bool,
     train_inducing: bool = True,
+    num_classes: int = 2,
 ) -> Dict[str, Callable[[], LearningCurve]]:
     """
     Per method name, a function that trains that method from the shared start on ``data`` with
@@ -233,8 +244,21 @@ def method_runners(
     :param train_inducing: every method trains its inducing inputs, from ``Z``, with the
         hyperparameters (as a GPflow user's SVGP does); ``False`` holds them fixed for every
         method (the source papers' protocol).
+    :param num_classes: C, the number of classes of the labels; for C > 2 every method takes its
+        C-class likelihood (see :func:`~.harness.make_likelihood`), and only the methods of
+        :data:`~gpflow_fastvi.benchmarks.choices.MULTICLASS_METHODS` can run.
     """
-    minibatch = (data, test, Z, time_budget, batch_size, seed, progress, train_inducing)
+    minibatch = (
+        data,
+        test,
+        Z,
+        time_budget,
+        batch_size,
+        seed,
+        progress,
+        train_inducing,
+        num_classes,
+    )
 
     def adam_runner(method: str, learning_rate: float) -> Callable[[], LearningCurve]:
         """SVGP + Adam at ``learning_rate``, run under the name ``method``."""
@@ -242,7 +266,7 @@ def method_runners(
 
     def fast(model_name: str) -> Callable[[], LearningCurve]:
         return lambda: run_data_holding_model(
-            model_name, data, test, Z, time_budget, progress, train_inducing
+            model_name, data, test, Z, time_budget, progress, train_inducing, num_classes
         )
 
     return {
@@ -250,11 +274,17 @@ def method_runners(
         VITAYLOR_NAME: fast("VITaylor"),
         KLC_NAME: fast("KLCorrected"),
         PG_NAME: lambda: run_polya_gamma(
-            data, test, Z, time_budget, seed, progress, train_inducing
+            data, test, Z, time_budget, seed, progress, train_inducing, num_classes
         ),
         VICONCAVE_NAME: fast("VIConcave"),
         SCIPY_NAME: lambda: run_svgp_scipy(
-            data, test, Z, time_budget, progress, train_inducing=train_inducing
+            data,
+            test,
+            Z,
+            time_budget,
+            progress,
+            train_inducing=train_inducing,
+            num_classes=num_classes,
         ),
         ADAM_NAME: lambda: run_svgp_minibatch(ADAM_NAME, adam_step(adam_lr), *minibatch),
         NATGRAD_NAME: lambda: run_svgp_minibatch(
@@ -278,6 +308,7 @@ def warm_up(
     batch_size: int,
     seed: int,
     train_inducing: bool = True,
+    num_classes: int = 2,
 ) -> None:
     """
     Pay the process's one-off costs before any clock starts, so that they are not charged to
@@ -299,9 +330,12 @@ def warm_up(
         seed=seed,
         progress=False,
         train_inducing=train_inducing,
+        num_classes=num_classes,
     )
-    for method in methods:
-        tiny[method]()
+    with warnings.catch_warnings():  # the slice may lack a class, of which fit warns
+        warnings.simplefilter("ignore")
+        for method in methods:
+            tiny[method]()
 
 
 __all__ = [

@@ -37,8 +37,9 @@ NLL_TOLERANCE = 0.01
 """...and within this much of the best (lowest) final mean test negative log predictive density."""
 
 Row = Dict[str, Any]
-"""One evaluation of a method: ``{"iteration", "time", "test_accuracy", "test_nll", "elbo"}``, and
-where the method diverged the text ``"failed"`` says where (so not every value is a number)."""
+"""One evaluation of a method: ``{"iteration", "time", "test_accuracy", "test_nll", "elbo"}`` (no
+``"elbo"`` in a comparison of more than two classes), and where the method diverged the text
+``"failed"`` says where (so not every value is a number)."""
 LearningCurve = List[Row]
 """A method's evaluations in time order, from the untrained model at time 0."""
 
@@ -174,7 +175,7 @@ class ComparisonResult:
                     method,
                     f"{row['test_accuracy']:.4f}",
                     f"{row['test_nll']:.4f}",
-                    f"{row['elbo']:.2f}",
+                    f"{row['elbo']:.2f}" if "elbo" in row else "n/a",
                     f"{self.total_time(method):.2f}" + (" (failed)" if "failed" in row else ""),
                     _format_seconds(self.time_to_target(method)),
                 ]
@@ -205,11 +206,17 @@ class ComparisonResult:
         ]
         for (fast, baseline), ratio in self.fast_against_baselines().items():
             notes.append(f"Time to target, {fast} / {baseline}: {_format_ratio(ratio)}")
-        elbo_notes = [note for method, note in _ELBO_NOTES.items() if method in self.traces]
-        notes.append(
-            "ELBO: the standard SVGP ELBO at each model's q(u)"
-            + (f" ({'; '.join(elbo_notes)})." if elbo_notes else ".")
-        )
+        if self.settings.get("num_classes", 2) > 2:
+            notes.append(
+                "ELBO: not shown, as the methods' C-class likelihoods differ; test NLL: -log of "
+                "the true class's predicted probability."
+            )
+        else:
+            elbo_notes = [note for method, note in _ELBO_NOTES.items() if method in self.traces]
+            notes.append(
+                "ELBO: the standard SVGP ELBO at each model's q(u)"
+                + (f" ({'; '.join(elbo_notes)})." if elbo_notes else ".")
+            )
         if markdown:
             notes = [note if not note else note + "  " for note in notes]
         return "\n".join(text + notes)

@@ -23,6 +23,7 @@ import os
 import platform
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from ..datasets import BENCHMARK_SETS
 from ..datasets.loaders import PathLike
 from .choices import (
     ADAM_GRID,
@@ -30,7 +31,9 @@ from .choices import (
     BATCH_SIZE,
     BENCH_INDUCING,
     DEFAULT_ADAM_LR,
+    MULTICLASS_METHODS,
     TIME_BUDGET,
+    adam_learning_rate,
     adam_method,
 )
 from .choices import BENCH_DEFAULT_SETS as DEFAULT_DATASETS
@@ -59,6 +62,13 @@ def _methods(models: Sequence[str], adam_grid: Sequence[float]) -> List[str]:
     for model in dict.fromkeys(models):
         methods += [adam_method(rate) for rate in rates] if model == ADAM_NAME else [model]
     return methods
+
+
+def _takes(method: str, num_classes: int) -> bool:
+    """Whether ``method`` can run on ``num_classes`` classes."""
+    return (
+        num_classes == 2 or method in MULTICLASS_METHODS or adam_learning_rate(method) is not None
+    )
 
 
 def machine_description() -> Dict[str, Any]:
@@ -143,7 +153,9 @@ def run_bench(
 
     :param datasets: names from :data:`gpflow_fastvi.datasets.BENCHMARK_SETS`.
     :param models: names from :data:`MODELS` (that is,
-        :data:`~gpflow_fastvi.benchmarks.choices.BENCH_MODELS`).
+        :data:`~gpflow_fastvi.benchmarks.choices.BENCH_MODELS`). On a multi-class set (letter,
+        satimage) only those of :data:`~gpflow_fastvi.benchmarks.choices.MULTICLASS_METHODS` run,
+        each with its C-class likelihood; the others are skipped with a line of ``log``.
     :param num_inducing: M, k-means inducing inputs (fewer if the training set is smaller).
     :param time_budget: training seconds per method and run.
     :param data_dir: the data directory (default ``$GPFLOW_FASTVI_DATA``; banana needs none).
@@ -189,6 +201,7 @@ def run_bench(
                 "d": split.X_train.shape[1],
                 "seed": repeat,
                 "train_inducing": train_inducing,
+                "num_classes": BENCHMARK_SETS[name].num_classes,
             }
             for method in methods:
                 previous = done.get((name, repeat, method))
@@ -200,9 +213,16 @@ def run_bench(
                         f"{repeat}) with other settings ({previous['settings']}); choose another "
                         "--out, or delete that file, to run with these"
                     )
-            todo = [method for method in methods if (name, repeat, method) not in done]
+            num_classes = BENCHMARK_SETS[name].num_classes
+            runnable = [method for method in methods if _takes(method, num_classes)]
+            if repeat == 0 and len(runnable) < len(methods):
+                log(
+                    f"{name}: {num_classes} classes; skipping "
+                    f"{', '.join(m for m in methods if m not in runnable)} (two classes only)"
+                )
+            todo = [method for method in runnable if (name, repeat, method) not in done]
             if not todo:
-                log(f"{name}, repeat {repeat}: all {len(methods)} methods already in the results")
+                log(f"{name}, repeat {repeat}: all {len(runnable)} methods already in the results")
                 continue
             log(
                 f"{name}, repeat {repeat}: n = {N}, n_test = {settings['n_test']}, "
@@ -244,6 +264,7 @@ def run_bench(
                 seed=repeat,
                 progress=progress,
                 train_inducing=train_inducing,
+                num_classes=num_classes,
                 on_method_done=finished,
             )
     _save(results, out)

@@ -1,15 +1,17 @@
 """
-Readers for binary-classification data files: dense text (CSV and friends) and LIBSVM.
+Readers for classification data files: dense text (CSV and friends) and LIBSVM.
 
 Every loader returns ``(X, Y)`` with ``X`` of shape [N, D] and ``Y`` of shape [N, 1], both
 float64, and ``Y`` in {0, 1}: GPflow's :class:`~gpflow.likelihoods.Bernoulli` convention. Any two
 distinct label values are accepted (±1, 0/1, 1/2, ``g``/``h``, ...); the larger one becomes 1. Label
-values are compared as numbers when every label is a number, as strings otherwise.
+values are compared as numbers when every label is a number, as strings otherwise. With
+``multiclass=True`` a file may hold C ≥ 2 classes, which become 0, ..., C − 1 in increasing order of
+their values: the integer classes GPflow's ``Softmax`` and ``MultiClass`` expect.
 
 Files may be compressed with gzip, bzip2 or xz; the compression is recognised from the file's
 first bytes, not from its name.
 
-Problems with a file (a third class, non-finite features, ragged rows, no data) raise
+Problems with a file (a third class where two are expected, non-finite features, ragged rows, no data) raise
 :class:`DatasetError`, a :class:`ValueError` whose message starts with the file name.
 """
 
@@ -35,7 +37,7 @@ _SNIFF_LINES = 20
 
 
 class DatasetError(InvalidDataError):
-    """A data file that cannot be read as a binary-classification data set."""
+    """A data file that cannot be read as a classification data set."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -51,46 +53,57 @@ def _labels_from_strings(tokens: Sequence[str]) -> RawLabels:
         return np.asarray(tokens, dtype=str)
 
 
-def _infer_classes(raw: RawLabels, source: str) -> Tuple[object, object]:
-    """The two distinct label values of ``raw``, smaller first."""
+def _infer_classes(raw: RawLabels, source: str, multiclass: bool) -> Tuple[object, ...]:
+    """The distinct label values of ``raw``, in increasing order: exactly two, or with
+    ``multiclass`` two or more."""
     if raw.dtype.kind == "f" and not np.all(np.isfinite(raw)):
         bad = int(np.flatnonzero(~np.isfinite(raw))[0])
         raise DatasetError(f"{source}: the label of data row {bad + 1} is {raw[bad]}")
     values = np.unique(raw)
-    if values.size != 2:
-        if values.size < 2:
-            found = "no labels" if values.size == 0 else f"only one class ({values[0]!r})"
-            raise DatasetError(f"{source}: binary classification needs two classes; found {found}")
+    task = "classification" if multiclass else "binary classification"
+    if values.size < 2:
+        found = "no labels" if values.size == 0 else f"only one class ({values[0]!r})"
+        raise DatasetError(f"{source}: {task} needs two classes or more; found {found}")
+    if values.size > 2 and not multiclass:
         shown = ", ".join(repr(v.item()) for v in values[:6]) + (", ..." if values.size > 6 else "")
         raise DatasetError(
             f"{source}: binary classification needs exactly two classes; found {values.size} "
-            f"label values ({shown}). Check --label-column / label_column, or recode the labels."
+            f"label values ({shown}). Check --label-column / label_column, recode the labels, or "
+            "pass multiclass=True for C classes."
         )
-    return values[0].item(), values[1].item()
+    return tuple(value.item() for value in values)
 
 
-def _binary_labels(
-    raw: RawLabels, source: str, classes: Optional[Tuple[object, object]] = None
-) -> Tuple[np.ndarray, Tuple[object, object]]:
+def _class_labels(
+    raw: RawLabels,
+    source: str,
+    classes: Optional[Tuple[object, ...]] = None,
+    multiclass: bool = False,
+) -> Tuple[np.ndarray, Tuple[object, ...]]:
     """
-    Map raw labels onto {0, 1}: ``classes[0]`` -> 0, ``classes[1]`` -> 1.
+    Map raw labels onto class indices: ``classes[k]`` -> k. For two classes that is {0, 1}, the
+    Bernoulli convention; for C classes {0, ..., C - 1}, the convention of GPflow's ``Softmax`` and
+    ``MultiClass``.
 
-    :param classes: the (negative, positive) label values; inferred from ``raw`` when None, in
-        which case the larger value is the positive class.
+    :param classes: the label values in index order; inferred from ``raw`` when None (in
+        increasing order, so the larger of two values is the positive class).
+    :param multiclass: when inferring, accept more than two classes.
     :return: ``Y`` [N, 1] float64 and the classes used.
     """
     if classes is None:
-        classes = _infer_classes(raw, source)
-    negative, positive = classes
-    is_positive = raw == positive
-    unknown = ~(is_positive | (raw == negative))
+        classes = _infer_classes(raw, source, multiclass)
+    Y = np.full(raw.shape, -1.0)
+    for index, value in enumerate(classes):
+        Y[raw == value] = index
+    unknown = Y < 0.0
     if np.any(unknown):
         bad = int(np.flatnonzero(unknown)[0])
+        known = ", ".join(f"{value!r} (-> {index})" for index, value in enumerate(classes[:6]))
         raise DatasetError(
-            f"{source}: data row {bad + 1} has label {raw[bad].item()!r}, which is neither of the "
-            f"classes {negative!r} (-> 0) and {positive!r} (-> 1) of the training data"
+            f"{source}: data row {bad + 1} has label {raw[bad].item()!r}, which is none of the "
+            f"classes of the training data: {known}{', ...' if len(classes) > 6 else ''}"
         )
-    return is_positive.astype(np.float64)[:, None], classes
+    return Y[:, None], classes
 
 
 def _check_features(X: np.ndarray, source: str) -> None:
@@ -200,6 +213,7 @@ def load_csv(
     *,
     delimiter: Optional[str] = None,
     header: Optional[bool] = None,
+    multiclass: bool = False,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """
     Load a dense delimited text file: one row per data point, the label in one column, every other
@@ -207,7 +221,8 @@ def load_csv(
 
     Blank lines and lines starting with ``#`` are skipped. Labels may be any two distinct values;
     the larger one (numerically, or as a string when some label is not a number) is mapped to 1,
-    the smaller to 0.
+    the smaller to 0. With ``multiclass`` any number of classes C ≥ 2 is accepted, mapped to
+    0, ..., C − 1 in the same increasing order.
 
     :param path: the file; may be gzip, bzip2 or xz compressed.
     :param label_column: index of the label column; negative values count from the end (``-1`` is
@@ -216,13 +231,15 @@ def load_csv(
         comma, else ``;`` if it has a semicolon, else any run of whitespace.
     :param header: whether the first data line is a header of column names. None guesses: it is a
         header when any of its feature fields is not a number. Pass True for an all-numeric header.
-    :return: ``X`` [N, D] and ``Y`` [N, 1] in {0, 1}, both float64.
+    :param multiclass: accept more than two classes.
+    :return: ``X`` [N, D] and ``Y`` [N, 1] in {0, 1} (in {0, ..., C − 1} with ``multiclass``),
+        both float64.
     :raises FileNotFoundError: if ``path`` does not exist.
     :raises DatasetError: if the file is empty or ragged, has a non-numeric or non-finite feature,
-        or does not hold exactly two label values.
+        or does not hold exactly two label values (two or more with ``multiclass``).
     """
     X, raw = _read_dense(path, label_column, delimiter, header)
-    Y, _ = _binary_labels(raw, os.fspath(path))
+    Y, _ = _class_labels(raw, os.fspath(path), multiclass=multiclass)
     return X, Y
 
 
@@ -268,26 +285,31 @@ def _read_libsvm_many(
     return result
 
 
-def load_libsvm(path: PathLike, n_features: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
+def load_libsvm(
+    path: PathLike, n_features: Optional[int] = None, *, multiclass: bool = False
+) -> Tuple[np.ndarray, np.ndarray]:
     """
     Load a LIBSVM (SVMlight) file, ``label index:value index:value ...`` per line, as dense arrays.
 
     Reading uses scikit-learn's :func:`~sklearn.datasets.load_svmlight_file` (the ``[bench]``
     extra). Indices may be zero- or one-based (detected). The larger of the two label values is
-    mapped to 1, the smaller to 0.
+    mapped to 1, the smaller to 0; with ``multiclass``, C ≥ 2 label values are mapped to
+    0, ..., C − 1 in increasing order.
 
     :param path: the file; may be gzip, bzip2 or xz compressed.
     :param n_features: the number of features D. None takes the largest index in the file, which
         can be too small for a test file whose last features happen to be all zero; pass the
         training set's D then (or use :func:`load_train_test`).
-    :return: ``X`` [N, D] and ``Y`` [N, 1] in {0, 1}, both float64.
+    :param multiclass: accept more than two classes.
+    :return: ``X`` [N, D] and ``Y`` [N, 1] in {0, 1} (in {0, ..., C − 1} with ``multiclass``),
+        both float64.
     :raises ImportError: if scikit-learn is not installed.
     :raises FileNotFoundError: if ``path`` does not exist.
     :raises DatasetError: if the file is empty or malformed, has a non-finite feature, or does not
-        hold exactly two label values.
+        hold exactly two label values (two or more with ``multiclass``).
     """
     ((X, raw),) = _read_libsvm_many([path], n_features)
-    Y, _ = _binary_labels(raw, os.fspath(path))
+    Y, _ = _class_labels(raw, os.fspath(path), multiclass=multiclass)
     return X, Y
 
 
@@ -336,6 +358,7 @@ def load_file(
     *,
     n_features: Optional[int] = None,
     return_classes: bool = False,
+    multiclass: bool = False,
 ) -> Any:
     """
     Load a data file as CSV/dense text or LIBSVM, whichever :func:`detect_format` finds.
@@ -345,9 +368,12 @@ def load_file(
         files always carry the label first, so anything but 0 is an error for them.
     :param n_features: the number of features the data must have; for LIBSVM files, pads with
         all-zero features up to this number (see :func:`load_libsvm`).
-    :param return_classes: also return the label values (negative, positive) that became 0 and 1.
-    :return: ``X`` [N, D] and ``Y`` [N, 1] in {0, 1}, both float64; and the classes with
-        ``return_classes``.
+    :param return_classes: also return the label values in the order of the classes they became:
+        (negative, positive), or with ``multiclass`` the values that became 0, ..., C − 1.
+    :param multiclass: accept C ≥ 2 classes, mapped to 0, ..., C − 1 in increasing order of
+        their values.
+    :return: ``X`` [N, D] and ``Y`` [N, 1] in {0, 1} (in {0, ..., C − 1} with ``multiclass``),
+        both float64; and the classes with ``return_classes``.
     :raises DatasetError: as :func:`load_csv` and :func:`load_libsvm` do, or if ``n_features`` is
         given and does not match a dense file.
     """
@@ -360,7 +386,7 @@ def load_file(
             raise DatasetError(
                 f"{os.fspath(path)}: has {X.shape[1]} features, expected n_features={n_features}"
             )
-    Y, classes = _binary_labels(raw, os.fspath(path))
+    Y, classes = _class_labels(raw, os.fspath(path), multiclass=multiclass)
     return (X, Y, classes) if return_classes else (X, Y)
 
 
@@ -370,6 +396,7 @@ def load_train_test(
     label_column: int = 0,
     *,
     return_classes: bool = False,
+    multiclass: bool = False,
 ) -> Any:
     """
     Load a training file and a test file consistently.
@@ -381,9 +408,12 @@ def load_train_test(
 
     :param label_column: the label's column in the dense text file(s) (see :func:`load_file`).
         A LIBSVM file carries its label first; with two LIBSVM files, anything but 0 is an error.
-    :param return_classes: also return the label values (negative, positive) that became 0 and 1.
+    :param return_classes: also return the label values in the order of the classes they became
+        (see :func:`load_file`).
+    :param multiclass: accept C ≥ 2 classes in the training file (see :func:`load_file`).
     :return: ``X_train`` [N, D], ``Y_train`` [N, 1], ``X_test`` [T, D], ``Y_test`` [T, 1]; float64,
-        labels in {0, 1}; and the classes with ``return_classes``.
+        labels in {0, 1} (in {0, ..., C − 1} with ``multiclass``); and the classes with
+        ``return_classes``.
     :raises DatasetError: as :func:`load_file` does, or if the two files disagree on D.
     """
     formats = (detect_format(train_path), detect_format(test_path))
@@ -399,8 +429,8 @@ def load_train_test(
             f"{os.fspath(test_path)}: has {X_test.shape[1]} features but the training file "
             f"{os.fspath(train_path)} has {X_train.shape[1]}"
         )
-    Y_train, classes = _binary_labels(raw_train, os.fspath(train_path))
-    Y_test, _ = _binary_labels(raw_test, os.fspath(test_path), classes)
+    Y_train, classes = _class_labels(raw_train, os.fspath(train_path), multiclass=multiclass)
+    Y_test, _ = _class_labels(raw_test, os.fspath(test_path), classes)
     if return_classes:
         return X_train, Y_train, X_test, Y_test, classes
     return X_train, Y_train, X_test, Y_test

@@ -16,7 +16,10 @@ MANIFEST's raises :class:`ChecksumError`, both naming the file and what to do.
 * otherwise a seeded 80/20 split (:func:`~gpflow_fastvi.datasets.train_test_split`);
 
 then every feature centred and scaled by the mean and standard deviation of the training part
-(:func:`~gpflow_fastvi.datasets.standardise`). Labels are {0, 1}, the larger raw label being 1.
+(:func:`~gpflow_fastvi.datasets.standardise`). Labels of a binary set are {0, 1}, the larger raw
+label being 1; those of a multi-class set (letter, satimage: :attr:`BenchmarkSet.num_classes` > 2)
+are {0, ..., C − 1}, the raw labels in increasing order (letter's ``A`` … ``Z``, satimage's
+1 … 6).
 """
 
 import hashlib
@@ -82,6 +85,9 @@ class BenchmarkSet:
     """D, for LIBSVM files whose largest feature index may fall short of it."""
     bundled: bool = False
     """Shipped with the package: needs no data directory."""
+    num_classes: int = 2
+    """C: 2 for a binary set, whose labels become {0, 1}; more for a multi-class set, whose labels
+    become {0, ..., C − 1}."""
 
     @property
     def files(self) -> Tuple[DataFile, ...]:
@@ -172,6 +178,33 @@ BENCHMARK_SETS: Dict[str, BenchmarkSet] = {
             "606c5b7f9108aef5e0725010d8bd458250512ac0ddee70d875976f488ce64583",
             "Rätsch's heart, 270 × 13 (seeded 80/20 split)",
         ),
+        BenchmarkSet(
+            "letter",
+            "UCI letter recognition, 20,000 × 16, 26 classes (the first 16,000 rows to train, the "
+            "last 4,000 to test)",
+            DataFile(
+                "letter/letter-recognition.data",
+                "95f17440186c668ed183b0b3e0b7e15566f285571a3a035cbd17bdb9b00e1ea3",
+            ),
+            test_from_row=16_000,
+            format="csv",
+            label_column=0,
+            num_classes=26,
+        ),
+        BenchmarkSet(
+            "satimage",
+            "Statlog Landsat, LIBSVM satimage.scale, 4,435 × 36, 6 classes, own test file of 2,000",
+            DataFile(
+                "satimage/satimage.scale.training",
+                "df08755887b968a272b84247fa0b1543b8cd623442fbc1c7943144e459ef2eb6",
+            ),
+            DataFile(
+                "satimage/satimage.scale.t",
+                "b04c60323488f5a7f571d40be5d750b279e8f3bd43729b4c109b8c013fcd8196",
+            ),
+            n_features=36,
+            num_classes=6,
+        ),
         _raetsch(
             "german_raetsch",
             "Processed_German.data",
@@ -184,7 +217,8 @@ BENCHMARK_SETS: Dict[str, BenchmarkSet] = {
 
 
 class Split(NamedTuple):
-    """A benchmark split: float64 features [N, D] / [T, D] and {0, 1} labels [N, 1] / [T, 1]."""
+    """A benchmark split: float64 features [N, D] / [T, D] and class labels [N, 1] / [T, 1], in
+    {0, 1} or, for a multi-class set, in {0, ..., C − 1}."""
 
     X_train: np.ndarray
     Y_train: np.ndarray
@@ -256,10 +290,20 @@ def benchmark_files(name: str, data_dir: Optional[PathLike] = None) -> Tuple[str
     return tuple(paths)
 
 
+def _check_num_classes(benchmark: BenchmarkSet, path: str, Y: np.ndarray) -> None:
+    """A verified file holds every class; this guards the registry entry against a wrong C."""
+    found = int(Y.max()) + 1
+    if found != benchmark.num_classes:
+        raise DatasetError(
+            f"{path}: holds {found} classes, but the {benchmark.name} set has "
+            f"{benchmark.num_classes}"
+        )
+
+
 def load_rows(name: str, data_dir: Optional[PathLike] = None) -> Tuple[np.ndarray, np.ndarray]:
     """
     Every row of a single-file set, verified, unsplit and unscaled: ``X`` [N, D] and ``Y`` [N, 1]
-    in {0, 1}. For jobs with splits of their own (see :mod:`gpflow_fastvi.benchmarks.kl_correction`).
+    in {0, 1} (in {0, ..., C − 1} for a multi-class set). For jobs with splits of their own (see :mod:`gpflow_fastvi.benchmarks.kl_correction`).
 
     :raises ValueError: if the set comes as a training and a test file.
     :raises MissingDataError, ChecksumError: as :func:`benchmark_files`.
@@ -268,9 +312,13 @@ def load_rows(name: str, data_dir: Optional[PathLike] = None) -> Tuple[np.ndarra
     if benchmark.test is not None:
         raise ValueError(f"{name} comes as a training and a test file; use load_benchmark")
     (path,) = benchmark_files(name, data_dir)
+    multiclass = benchmark.num_classes > 2
     if benchmark.format == "libsvm":
-        return load_libsvm(path, n_features=benchmark.n_features)
-    return load_csv(path, benchmark.label_column, header=False)
+        X, Y = load_libsvm(path, n_features=benchmark.n_features, multiclass=multiclass)
+    else:
+        X, Y = load_csv(path, benchmark.label_column, header=False, multiclass=multiclass)
+    _check_num_classes(benchmark, path, Y)
+    return X, Y
 
 
 def load_benchmark(
@@ -294,9 +342,12 @@ def load_benchmark(
     benchmark = _get(name)
     paths = benchmark_files(name, data_dir)
     if benchmark.test is not None:
-        X_train, Y_train, X_test, Y_test = load_train_test(paths[0], paths[1])
+        X_train, Y_train, X_test, Y_test = load_train_test(
+            paths[0], paths[1], multiclass=benchmark.num_classes > 2
+        )
         if benchmark.n_features is not None and X_train.shape[1] != benchmark.n_features:
             raise DatasetError(f"{paths[0]}: expected {benchmark.n_features} features")
+        _check_num_classes(benchmark, paths[0], Y_train)
     else:
         X, Y = load_rows(name, data_dir)
         if benchmark.test_from_row is not None:
