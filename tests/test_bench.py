@@ -49,6 +49,42 @@ def test_svgp_adam_runs_its_grid_with_the_default_rate_always_in_it() -> None:
         runs._methods(["SVGP + Adam"], [0.0])
 
 
+def test_a_multi_class_set_runs_only_the_methods_that_take_its_classes(
+    fake_benchmark, monkeypatch, rng
+) -> None:
+    X = rng.normal(size=(18, 36))  # satimage's 36 features
+    labels = np.arange(18) % 6 + 1  # satimage's classes 1..6
+    text = "".join(
+        f"{label} " + " ".join(f"{j + 1}:{v!r}" for j, v in enumerate(x)) + "\n"
+        for x, label in zip(X, labels)
+    )
+    data_dir = fake_benchmark(
+        "satimage", {"satimage/satimage.scale.training": text, "satimage/satimage.scale.t": text}
+    )
+    seen = {}
+
+    def fake_run_comparison(X_train, Y_train, X_test, Y_test, *, methods, on_method_done, **kw):
+        seen.update(methods=methods, num_classes=kw["num_classes"], labels=np.unique(Y_train))
+        for method in methods:
+            on_method_done(method, [_row(0.0, 0.2, 1.8), _row(1.0, 0.8, 0.6)])
+
+    monkeypatch.setattr(compare, "run_comparison", fake_run_comparison)
+    lines = []
+    results = runs.run_bench(
+        ["satimage"],
+        ["VIJJ", "VITaylor", "PolyaGammaSVGP", "SVGP + Scipy"],
+        out=data_dir.parent / "out",
+        data_dir=data_dir,
+        adam_grid=[0.01],
+        log=lines.append,
+    )
+    assert seen["methods"] == ["VITaylor", "PolyaGammaSVGP", "SVGP + Scipy"]
+    assert seen["num_classes"] == 6
+    np.testing.assert_array_equal(seen["labels"], np.arange(6.0))
+    assert any("6 classes; skipping VIJJ (two classes only)" in line for line in lines)
+    assert {run["settings"]["num_classes"] for run in results["runs"]} == {6}
+
+
 def _row(time, accuracy, nll):
     return {"iteration": 0, "time": time, "test_accuracy": accuracy, "test_nll": nll, "elbo": -1.0}
 
