@@ -39,6 +39,7 @@ import numpy as np
 import tensorflow as tf
 
 import gpflow_fastvi as fv
+from gpflow_fastvi.datasets import load_benchmark
 from gpflow_fastvi.likelihoods import LogisticSoftmax
 
 METHODS = (
@@ -56,29 +57,7 @@ Split = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 def load(name: str, data_dir: str) -> Split:
     """(X_train, Y_train, X_test, Y_test) with classes 0 … C − 1 in Y [N, 1], X standardised."""
-    if name == "letter":
-        path = os.path.join(data_dir, "letter", "letter-recognition.data")
-        raw = np.genfromtxt(path, delimiter=",", dtype=str)
-        Y = np.array([ord(c) - ord("A") for c in raw[:, 0]], dtype=np.float64)[:, None]
-        X = raw[:, 1:].astype(np.float64)
-        X_train, Y_train, X_test, Y_test = X[:16000], Y[:16000], X[16000:], Y[16000:]
-    elif name == "satimage":
-        from sklearn.datasets import load_svmlight_files
-
-        X_train, y_train, X_test, y_test = load_svmlight_files(
-            [
-                os.path.join(data_dir, "satimage", "satimage.scale.training"),
-                os.path.join(data_dir, "satimage", "satimage.scale.t"),
-            ],
-            n_features=36,
-        )
-        X_train, X_test = X_train.toarray(), X_test.toarray()
-        Y_train, Y_test = (y_train - 1.0)[:, None], (y_test - 1.0)[:, None]
-    else:
-        raise SystemExit(f"unknown set {name!r}: letter or satimage")
-    mean, std = X_train.mean(axis=0), X_train.std(axis=0)
-    std[std == 0.0] = 1.0
-    return (X_train - mean) / std, Y_train, (X_test - mean) / std, Y_test
+    return tuple(load_benchmark(name, data_dir))  # type: ignore[return-value]
 
 
 def scorer(model: Any, X_test: np.ndarray, Y_test: np.ndarray) -> Callable[[], Tuple[float, float]]:
