@@ -34,6 +34,12 @@ def class_indices(Y: TensorType, num_classes: int, name: str) -> tf.Tensor:
     return classes
 
 
+def one_hot_classes(Y: TensorType, num_classes: int, name: str, dtype: tf.DType) -> tf.Tensor:
+    """Labels Y [..., 1] as one-hot rows [..., C] of ``dtype``, checked by :func:`class_indices`
+    (whose error names ``name``): the one form every C-class computation of the package reads."""
+    return tf.one_hot(class_indices(Y, num_classes, name), num_classes, dtype=dtype)
+
+
 class LogisticSoftmax(gpflow.likelihoods.MonteCarloLikelihood):
     r"""
     The logistic-softmax likelihood of C classes (:cite:t:`galyfajou2020multiclass`),
@@ -70,7 +76,7 @@ class LogisticSoftmax(gpflow.likelihoods.MonteCarloLikelihood):
     @inherit_check_shapes
     def _log_prob(self, X: TensorType, F: TensorType, Y: TensorType) -> tf.Tensor:
         log_sigmoid = -tf.math.softplus(-F)  # log σ(f_c), finite for any f
-        one_hot = tf.one_hot(self.classes(Y), self.num_classes, dtype=log_sigmoid.dtype)
+        one_hot = one_hot_classes(Y, self.num_classes, "LogisticSoftmax", log_sigmoid.dtype)
         own = tf.reduce_sum(one_hot * log_sigmoid, axis=-1)  # broadcasts as GPflow's shapes do
         return own - tf.reduce_logsumexp(log_sigmoid, axis=-1)
 

@@ -340,6 +340,36 @@ MULTI_CLASS_HINT = (
 """What the errors of the binary and scalar models say to use for a multi-class problem."""
 
 
+def check_latent_functions(
+    model: str,
+    kernel: gpflow.kernels.Kernel,
+    likelihood: gpflow.likelihoods.Likelihood,
+    num_latent_gps: int,
+    latent: int,
+) -> None:
+    """
+    Raise :class:`IncompatibleLikelihoodError` unless ``kernel`` is a single-output kernel (shared
+    by the latent functions, as in GPflow's SVGP) and ``num_latent_gps`` is ``latent``, the number
+    of latent functions ``model`` has with ``likelihood``: one per class for C classes, else 1.
+    """
+    if isinstance(kernel, gpflow.kernels.MultioutputKernel):
+        raise IncompatibleLikelihoodError(
+            f"{model} takes a single-output kernel, shared by its latent functions as in GPflow's "
+            f"SVGP(num_latent_gps=C); got {type(kernel).__name__}."
+        )
+    if num_latent_gps == latent:
+        return
+    if latent > 1:
+        raise IncompatibleLikelihoodError(
+            f"{model} with {type(likelihood).__name__}({latent}) needs one latent GP per class, "
+            f"num_latent_gps={latent}, as GPflow's SVGP does; got num_latent_gps={num_latent_gps}."
+        )
+    raise IncompatibleLikelihoodError(
+        f"{model} with {type(likelihood).__name__} has one latent GP, num_latent_gps=1; got "
+        f"num_latent_gps={num_latent_gps}. {MULTI_CLASS_HINT}"
+    )
+
+
 def check_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood, needed_by: str) -> None:
     """Raise :class:`IncompatibleLikelihoodError` unless ``likelihood`` is a logit Bernoulli."""
     if is_logit_bernoulli(likelihood):

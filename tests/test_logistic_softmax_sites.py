@@ -8,12 +8,12 @@ from hypothesis import strategies as st
 from scipy.optimize import brentq
 from scipy.special import digamma, logsumexp, roots_hermitenorm
 
+from gpflow_fastvi.likelihoods import one_hot_classes
 from gpflow_fastvi.sites.logistic_softmax import (
     LogisticSoftmaxLocals,
     ls_alpha,
     ls_optimal_locals,
     ls_sites,
-    one_hot_labels,
 )
 
 
@@ -37,7 +37,7 @@ def expected_log_density(label, mu, var, nodes=32):
 
 def sites_at_optimum(labels, mu, var):
     locals_ = ls_optimal_locals(tf.constant(mu), tf.constant(var))
-    Y = one_hot_labels(tf.constant(labels[:, None]), mu.shape[1], tf.float64)
+    Y = one_hot_classes(tf.constant(labels[:, None]), mu.shape[1], "test", tf.float64)
     return ls_sites(Y, locals_), locals_, Y
 
 
@@ -97,7 +97,7 @@ def test_sites_stay_finite_far_from_the_boundary(dtype):
     mu = np.array([[1000.0, -1000.0, 0.0], [-1000.0, -1000.0, -1000.0]])
     var = np.array([[1e-6, 1e-6, 1.0], [1.0, 1.0, 1.0]])
     locals_ = ls_optimal_locals(tf.constant(mu, dtype), tf.constant(var, dtype))
-    Y = one_hot_labels(tf.constant([[0], [2]]), 3, dtype)
+    Y = one_hot_classes(tf.constant([[0], [2]]), 3, "test", dtype)
     for t in (*locals_, *ls_sites(Y, locals_)):
         assert t.dtype == dtype
         assert np.all(np.isfinite(t.numpy()))

@@ -223,7 +223,9 @@ def test_a_multi_class_set_maps_its_labels_in_increasing_order(
     np.testing.assert_array_equal(split.X_test, X[24:])
 
 
-def test_a_set_with_another_number_of_classes_than_its_entry_is_refused(fake_benchmark, rng) -> None:
+def test_a_set_with_another_number_of_classes_than_its_entry_is_refused(
+    fake_benchmark, rng
+) -> None:
     X = rng.normal(size=(6, 2))
     text = "".join(f"{c},{x0!r},{x1!r}\n" for c, (x0, x1) in zip("ABABAB", X))
     data_dir = fake_benchmark("letter", {"letter/letter-recognition.data": text})

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 import gpflow_fastvi as fv
 from gpflow_fastvi.exceptions import IncompatibleLikelihoodError
+from gpflow_fastvi.likelihoods import LogisticSoftmax
 from gpflow_fastvi.sites import log_density_derivatives, taylor_sites
 
 from .test_polya_gamma_multiclass import C, three_classes
@@ -124,6 +125,16 @@ def test_softmax_labels_and_latent_functions_are_checked(rng):
     model = make_model(data)
     with pytest.raises(fv.InvalidDataError, match="integer classes"):
         model.elbo((X, Y + C))
+    shared = gpflow.kernels.SharedIndependent(kernel, output_dim=C)
+    for model_class, likelihood in (
+        (fv.VITaylor, gpflow.likelihoods.Softmax(C)),
+        (fv.PolyaGammaSVGP, LogisticSoftmax(C)),
+    ):
+        with pytest.raises(IncompatibleLikelihoodError, match="single-output kernel"):
+            model_class(shared, likelihood, X[:5], num_latent_gps=C)
+    for model_class in (fv.VITaylor, fv.PolyaGammaSVGP):
+        with pytest.raises(IncompatibleLikelihoodError, match="one latent GP, num_latent_gps=1"):
+            model_class(kernel, gpflow.likelihoods.Bernoulli(tf.sigmoid), X[:5], num_latent_gps=2)
 
 
 def test_the_yardstick_is_a_fixed_estimate_of_gpflows_expectation(rng):

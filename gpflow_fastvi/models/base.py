@@ -37,13 +37,13 @@ from gpflow.models import GPModel
 from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from gpflow.utilities import triangular
 
-from ..exceptions import IncompatibleLikelihoodError
 from ..gaussian import latent_kl
 from ..inducing import InducingSpec, set_inducing_trainable
+from ..likelihoods import one_hot_classes
 from ..types import Route
 from ..validation import (
-    MULTI_CLASS_HINT,
     check_data,
+    check_latent_functions,
     check_num_data,
     is_logit_bernoulli,
     positive_int,
@@ -81,10 +81,10 @@ def expected_log_softmax(
     ``Softmax.variational_expectations`` is, but the same function of (Fmu, Fvar) at every call,
     so that the watch of :func:`~gpflow_fastvi.fit` compares iterates, not draws.
     """
-    C = tf.shape(Fmu)[1]
+    C = int(Fmu.shape[-1])  # static: the model's number of latent functions
     eps = tf.random.stateless_normal([draws, 1, C], seed=[20, 19], dtype=Fmu.dtype)
     F = Fmu + tf.sqrt(Fvar) * eps  # [S, N, C]
-    own = tf.one_hot(tf.cast(Y[:, 0], tf.int64), C, dtype=Fmu.dtype)
+    own = one_hot_classes(Y, C, "Softmax", Fmu.dtype)
     return tf.reduce_sum(own * Fmu, axis=1) - tf.reduce_mean(tf.reduce_logsumexp(F, -1), 0)
 
 
@@ -201,25 +201,9 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
                 f"{type(self).__name__} takes a GPflow kernel first (SVGP's signature), or the data "
                 f"(X, Y) first (the data-holding form); got {type(kernel).__name__}."
             )
-        if isinstance(kernel, gpflow.kernels.MultioutputKernel):
-            raise IncompatibleLikelihoodError(
-                f"{type(self).__name__} takes a single-output kernel, shared by its latent "
-                f"functions as in GPflow's SVGP; got {type(kernel).__name__}."
-            )
         likelihood = self.checked_likelihood(likelihood)
         latent = self.latent_functions(likelihood)
-        if num_latent_gps != latent:
-            what = (
-                f"{type(likelihood).__name__}({latent}) needs one latent function per class, "
-                f"num_latent_gps={latent}, as GPflow's SVGP does"
-                if latent > 1
-                else f"{type(self).__name__} with {type(likelihood).__name__} has one latent "
-                "function, num_latent_gps=1"
-            )
-            raise IncompatibleLikelihoodError(
-                f"{what}; got num_latent_gps={num_latent_gps}."
-                + ("" if latent > 1 else " " + MULTI_CLASS_HINT)
-            )
+        check_latent_functions(type(self).__name__, kernel, likelihood, num_latent_gps, latent)
         if q_diag:
             raise ValueError(
                 f"{type(self).__name__} needs q_diag=False: its closed-form q(u) has a full covariance."

@@ -7,14 +7,13 @@ import tensorflow as tf
 from gpflow.base import RegressionData
 
 from ..distribution import set_trainable
-from ..exceptions import IncompatibleLikelihoodError
 from ..inducing import make_inducing_variable, set_inducing_trainable
-from ..likelihoods import LogisticSoftmax
-from ..sites.logistic_softmax import ls_optimal_locals, ls_sites, one_hot_labels
+from ..likelihoods import LogisticSoftmax, one_hot_classes
+from ..sites.logistic_softmax import ls_optimal_locals, ls_sites
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
 from ..types import Route, Sites
 from ..validation import (
-    MULTI_CLASS_HINT,
+    check_latent_functions,
     check_logit_bernoulli,
     checked_signed_labels,
     positive_int,
@@ -108,25 +107,11 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
             hyperparameters: ``None`` (the default) as SVGP does (trained when given as an array;
             a GPflow inducing variable keeps its own flags), ``False`` to hold them fixed.
         """
-        if isinstance(kernel, gpflow.kernels.MultioutputKernel):
-            raise IncompatibleLikelihoodError(
-                "PolyaGammaSVGP takes a single-output kernel, shared by its latent functions as "
-                f"in GPflow's SVGP(num_latent_gps=C); got {type(kernel).__name__}."
-            )
-        if isinstance(likelihood, LogisticSoftmax):
-            if num_latent_gps != likelihood.num_classes:
-                raise IncompatibleLikelihoodError(
-                    f"PolyaGammaSVGP with LogisticSoftmax({likelihood.num_classes}) needs one "
-                    f"latent GP per class, num_latent_gps={likelihood.num_classes} (as GPflow's "
-                    f"SVGP does); got num_latent_gps={num_latent_gps}."
-                )
-        else:
+        multi_class = isinstance(likelihood, LogisticSoftmax)
+        if not multi_class:
             check_logit_bernoulli(likelihood, "PolyaGammaSVGP's Pólya-Gamma augmentation")
-            if num_latent_gps != 1:
-                raise IncompatibleLikelihoodError(
-                    "PolyaGammaSVGP with a Bernoulli likelihood has one latent GP, "
-                    f"num_latent_gps=1; got num_latent_gps={num_latent_gps}. {MULTI_CLASS_HINT}"
-                )
+        latent = likelihood.num_classes if multi_class else 1
+        check_latent_functions("PolyaGammaSVGP", kernel, likelihood, num_latent_gps, latent)
         if q_diag:
             raise ValueError(
                 "PolyaGammaSVGP needs q_diag=False: its closed-form natural-gradient step gives q(u) "
@@ -168,7 +153,7 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
         """
         likelihood = self.likelihood
         if isinstance(likelihood, LogisticSoftmax):
-            Y = one_hot_labels(likelihood.classes(Y)[:, None], likelihood.num_classes, Fmu.dtype)
+            Y = one_hot_classes(Y, likelihood.num_classes, "PolyaGammaSVGP", Fmu.dtype)
             return ls_sites(Y, ls_optimal_locals(Fmu, Fvar))
         return pg_sites(checked_signed_labels(Y, "PolyaGammaSVGP"), pg_optimal_c(Fmu, Fvar))
 

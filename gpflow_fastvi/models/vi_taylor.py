@@ -5,7 +5,7 @@ from typing import Callable, Optional, Tuple
 import gpflow
 import tensorflow as tf
 
-from ..likelihoods import class_indices, log_density_ceiling
+from ..likelihoods import log_density_ceiling, one_hot_classes
 from ..sites.taylor import taylor_sites
 from ..types import Route, Sites
 from ..validation import check_log_concave, check_scalar_likelihood
@@ -115,7 +115,7 @@ class VITaylor(GaussianSitesModel):
             return lambda F: logit_log_prob(F, Y)[:, 0]
         if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
             C = self.latent_functions(self.likelihood)
-            own = tf.one_hot(class_indices(Y, C, "VITaylor"), C, dtype=Y.dtype)
+            own = one_hot_classes(Y, C, "VITaylor", Y.dtype)
             return lambda F: tf.reduce_sum(own * F, axis=1) - tf.reduce_logsumexp(F, axis=1)
         return lambda F: self.likelihood.log_prob(X, F, Y)
 

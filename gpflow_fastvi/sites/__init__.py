@@ -23,7 +23,6 @@ from .logistic_softmax import (
     ls_alpha,
     ls_optimal_locals,
     ls_sites,
-    one_hot_labels,
 )
 from .polya_gamma import pg_kl, pg_mean, pg_optimal_c, pg_sites
 from .taylor import log_density_derivatives, taylor_sites
@@ -40,7 +39,6 @@ __all__ = [
     "ls_alpha",
     "ls_optimal_locals",
     "ls_sites",
-    "one_hot_labels",
     "pg_kl",
     "pg_mean",
     "pg_optimal_c",

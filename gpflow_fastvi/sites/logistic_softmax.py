@@ -42,12 +42,13 @@ of the joint optimum of the point's local parameters for q(f), as the binary mod
 
 from typing import NamedTuple
 
+import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes
 
 from ..types import Sites
 from .jaakkola_jordan import log_2cosh
-from .polya_gamma import pg_mean
+from .polya_gamma import pg_kl, pg_mean
 
 NEWTON_STEPS = 6
 """Newton steps on α = 1 + e^ψ(α) κ̄ from the start of :func:`_alpha_start`, a few per cent off at
@@ -132,7 +133,8 @@ def ls_sites(Y: tf.Tensor, locals: LogisticSoftmaxLocals) -> Sites:
     C = tf.cast(tf.shape(Y)[-1], Y.dtype)
     count = Y + gamma  # y_c + E[n_c], the Pólya-Gamma shape in expectation
     w = count * pg_mean(c)
-    a_class = -count * log_2cosh(0.5 * c) + 0.5 * w * tf.square(c)
+    # Per unit of count, the binary Pólya-Gamma site's constant: −log 2 − KL[PG(1, c) ‖ PG(1, 0)].
+    a_class = -count * (np.log(2.0) + pg_kl(c))
     log_rate = tf.math.log(C)
     expected_log_lambda = tf.math.digamma(alpha) - log_rate
     gamma_entropy = (
@@ -147,16 +149,9 @@ def ls_sites(Y: tf.Tensor, locals: LogisticSoftmaxLocals) -> Sites:
     return Sites(a=a_class + point / C, b=0.5 * (Y - gamma), w=w)
 
 
-@check_shapes("Y: [N, 1]", "return: [N, C]")
-def one_hot_labels(Y: tf.Tensor, num_classes: int, dtype: tf.DType) -> tf.Tensor:
-    """The labels ``Y`` [N, 1] (integer classes, checked by the caller) as one-hot rows [N, C]."""
-    return tf.one_hot(tf.cast(Y[:, 0], tf.int64), num_classes, dtype=dtype)
-
-
 __all__ = [
     "LogisticSoftmaxLocals",
     "ls_alpha",
     "ls_optimal_locals",
     "ls_sites",
-    "one_hot_labels",
 ]
