@@ -177,3 +177,34 @@ def test_fit_warns_of_a_class_with_no_training_point(rng):
         UserWarning, match=r"1 of the 3 classes have no training point \(classes 2\)"
     ):
         fv.fit(model, (X[keep], Y[keep]), max_iter=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_class", [fv.VITaylor, fv.PolyaGammaSVGP])
+def test_greedy_rounds_choose_training_inputs_and_keep_every_class_posterior(rng, model_class):
+    """fit's greedy rounds on C classes: the site precisions are summed over the classes (one
+    weight per point), the inducing inputs chosen are training inputs, and moving them carries
+    each class's posterior mean over to the new inputs."""
+    X, Y = data = three_classes(rng, N=90)
+    likelihood = gpflow.likelihoods.Softmax(C) if model_class is fv.VITaylor else LogisticSoftmax(C)
+    model = model_class(
+        gpflow.kernels.SquaredExponential(lengthscales=[0.8, 0.8]),
+        likelihood,
+        X[:8].copy(),
+        num_latent_gps=C,
+        num_data=X.shape[0],
+    )
+    fv.fit(model, data, max_iter=3)
+    weights = model.site_precisions(data)
+    assert weights.shape == (90,) and np.all(weights > 0.0)
+    Z_new = fv.greedy_inducing_points(X, model.kernel, 8, weights=weights)
+    mean_there, _ = model.predict_f(Z_new)
+    model.move_inducing_inputs(Z_new)
+    # to within the jitter on the new Kmm (1e-6 relative to variances of order 1)
+    np.testing.assert_allclose(model.predict_f(Z_new)[0], mean_there, rtol=0.0, atol=1e-4)
+    trace = fv.fit(model, data, greedy_rounds=2, max_iter=3)
+    assert {row["round"] for row in trace.rows} <= {1, 2} and trace.rows[0]["round"] == 1
+    Z = model.inducing_variable.Z.numpy()
+    assert all(np.any(np.all(X == z, axis=1)) for z in Z)  # each a training input
+    assert model.q_mu.shape == (8, C) and model.q_sqrt.shape == (C, 8, 8)
+    assert model.inducing_variable.Z.trainable  # held during the rounds, given back after
