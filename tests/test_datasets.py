@@ -499,6 +499,27 @@ def test_a_streamed_csv_file_holds_the_rows_the_loader_reads(
     assert stream.classes == ("no", "yes")
 
 
+def test_a_streamed_multi_class_file_holds_the_classes_the_loader_reads(tmp_path: Path) -> None:
+    from gpflow_fastvi.datasets import stream_file
+
+    X = np.arange(14.0).reshape(7, 2)
+    path = write_dense(
+        tmp_path / "land.csv", X, ["water", "sand", "grass", "sand", "water", "a", "b"]
+    )
+    stream = stream_file(path, batch_size=3, multiclass=True)
+    X_streamed, Y_streamed, sizes = _streamed(stream)
+    X_loaded, Y_loaded = load_csv(path, multiclass=True)
+    np.testing.assert_array_equal(X_streamed, X_loaded)
+    np.testing.assert_array_equal(Y_streamed, Y_loaded)
+    assert stream.classes == ("a", "b", "grass", "sand", "water") and sizes == [3, 3, 1]
+    test = write_dense(tmp_path / "test.csv", X[:2], ["sand", "a"])
+    np.testing.assert_array_equal(
+        _streamed(stream_file(test, classes=stream.classes))[1][:, 0], [3.0, 0.0]
+    )
+    with pytest.raises(DatasetError, match="pass multiclass=True"):
+        stream_file(path)
+
+
 def test_streaming_refuses_what_the_loaders_refuse(tmp_path: Path) -> None:
     from gpflow_fastvi.datasets import stream_file
 
@@ -508,5 +529,5 @@ def test_streaming_refuses_what_the_loaders_refuse(tmp_path: Path) -> None:
     bad = write_dense(tmp_path / "bad.csv", np.array([[1.0, np.nan], [2.0, 3.0]]), [0, 1])
     with pytest.raises(DatasetError, match="finite"):
         stream_file(bad)
-    with pytest.raises(DatasetError, match="neither of the classes"):
+    with pytest.raises(DatasetError, match="none of the classes"):
         stream_file(write_dense(tmp_path / "test.csv", np.ones((2, 2)), [0, 5]), classes=(0.0, 1.0))

@@ -34,13 +34,14 @@ class FileStream(NamedTuple):
     """What :func:`stream_file` returns: the dataset and what a model needs to know about it."""
 
     dataset: tf.data.Dataset
-    """Batches ``(X [b, D], Y [b, 1])``, float64, Y in {0, 1}; parsed from the file on each pass."""
+    """Batches ``(X [b, D], Y [b, 1])``, float64, Y in {0, 1} (in {0, ..., C − 1} for C classes);
+    parsed from the file on each pass."""
     num_data: int
     """The number of data rows N (for a model's ``num_data``)."""
     num_features: int
     """The number of features D."""
-    classes: Tuple[Any, Any]
-    """The label values that became 0 and 1: the smaller and the larger, unless given."""
+    classes: Tuple[Any, ...]
+    """The label values that became 0, 1, ...: in increasing order, unless given."""
 
 
 Row = Tuple[List[Tuple[int, float]], str]
@@ -132,7 +133,8 @@ def stream_file(
     delimiter: Optional[str] = None,
     header: Optional[bool] = None,
     n_features: Optional[int] = None,
-    classes: Optional[Tuple[Any, Any]] = None,
+    classes: Optional[Tuple[Any, ...]] = None,
+    multiclass: bool = False,
 ) -> FileStream:
     """
     A CSV or LIBSVM file as a lazily parsed ``tf.data.Dataset`` of batches; see the module
@@ -143,11 +145,15 @@ def stream_file(
     :param file_format: ``"csv"`` or ``"libsvm"``; ``None`` detects it
         (:func:`~gpflow_fastvi.datasets.detect_format`).
     :param n_features: LIBSVM only: D, when the file's largest index is smaller.
-    :param classes: the label values (negative, positive) that become 0 and 1, as read from the
-        file (numbers, or strings when some label is not a number); ``None`` takes the two values
-        in the file, the larger as positive. Pass the training file's for a test file.
+    :param classes: the label values that become 0, 1, ... (for two classes: negative, positive),
+        as read from the file (numbers, or strings when some label is not a number); ``None``
+        takes the values in the file in increasing order, the larger of two as positive. Pass the
+        training file's for a test file.
+    :param multiclass: accept C ≥ 2 classes, which become 0, ..., C − 1 (the labels GPflow's
+        ``Softmax`` and this package's multi-class models take).
     :raises DatasetError: if the file is empty or malformed, has a non-finite feature, or does not
-        hold exactly two label values.
+        hold exactly two label values (two or more with ``multiclass``), or a label is none of
+        ``classes``.
     """
     check_exists(path)
     source = os.fspath(path)
@@ -163,7 +169,7 @@ def stream_file(
     labels_seen: Set[str] = set()
     for number, (features, label) in rows():
         num_data += 1
-        if len(labels_seen) <= 2:
+        if multiclass or len(labels_seen) <= 2:
             labels_seen.add(label)
         for column, value in features:
             if not math.isfinite(value):
@@ -190,19 +196,21 @@ def stream_file(
 
     numeric = all(_is_number(t) for t in labels_seen)
     if classes is None:
-        if len(labels_seen) != 2:
+        if len(labels_seen) < 2 or (len(labels_seen) > 2 and not multiclass):
             found = sorted(labels_seen)[:6]
             raise DatasetError(
                 f"{source}: binary classification needs exactly two classes; found "
                 f"{len(labels_seen)}{'+' if len(labels_seen) > 2 else ''} label values {found}"
+                + ("" if len(labels_seen) < 2 else "; pass multiclass=True for C classes")
             )
         classes = tuple(sorted(_label_key(t, numeric) for t in labels_seen))
-    negative, positive = classes
-    unknown = {t for t in labels_seen if _label_key(t, numeric) not in (negative, positive)}
+    index = {value: k for k, value in enumerate(classes)}
+    unknown = {t for t in labels_seen if _label_key(t, numeric) not in index}
     if unknown:
+        known = ", ".join(f"{value!r} (-> {k})" for value, k in list(index.items())[:6])
         raise DatasetError(
-            f"{source}: the label {sorted(unknown)[0]!r} is neither of the classes {negative!r} "
-            f"(-> 0) and {positive!r} (-> 1)"
+            f"{source}: the label {sorted(unknown)[0]!r} is none of the classes {known}"
+            + (", ..." if len(index) > 6 else "")
         )
 
     def batches() -> Iterator[Tuple[np.ndarray, np.ndarray]]:
@@ -213,7 +221,7 @@ def stream_file(
             X[filled] = 0.0
             for column, value in features:
                 X[filled, column - offset] = value
-            Y[filled, 0] = 1.0 if _label_key(label, numeric) == positive else 0.0
+            Y[filled, 0] = index[_label_key(label, numeric)]
             filled += 1
             if filled == batch_size:
                 yield X.copy(), Y.copy()
