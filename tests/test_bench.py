@@ -83,6 +83,9 @@ def test_a_multi_class_set_runs_only_the_methods_that_take_its_classes(
     np.testing.assert_array_equal(seen["labels"], np.arange(6.0))
     assert any("6 classes; skipping VIJJ (two classes only)" in line for line in lines)
     assert {run["settings"]["num_classes"] for run in results["runs"]} == {6}
+    table = report.dataset_table("satimage", report.collect(results)["satimage"])
+    assert "6 classes (SVGP + Scipy with GPflow's MultiClass" in table
+    assert "VIJJ" not in table and "| **VITaylor** |" in table
 
 
 def _row(time, accuracy, nll):

@@ -166,6 +166,11 @@ def dataset_table(name: str, repeats: List[Repeat]) -> str:
         f"d = {settings['d']}, m = {settings['num_inducing']}, {settings['time_budget']:g} s per "
         f"method, {R} repeat{'s' if R > 1 else ''}"
     )
+    if settings.get("num_classes", 2) > 2:
+        heading += (
+            f"; {settings['num_classes']} classes (SVGP + Scipy with GPflow's MultiClass, "
+            "PolyaGammaSVGP with LogisticSoftmax, every other method with GPflow's Softmax)"
+        )
     best_rates = [repeat.best_adam_lr for repeat in repeats if repeat.best_adam_lr is not None]
     if best_rates:
         heading += f"; best Adam learning rate {', '.join(f'{r:g}' for r in best_rates)}"
