@@ -94,11 +94,12 @@ def check_methods(methods: Sequence[str], num_classes: int = 2) -> Tuple[str, ..
     """
     if isinstance(methods, str):
         methods = [methods]
-    unknown = [
-        method
-        for method in methods
-        if method not in ALL_METHODS and adam_learning_rate(method) is None
-    ]
+
+    def outside(names: Sequence[str]) -> list:
+        """The methods that are neither in ``names`` nor SVGP + Adam at some rate."""
+        return [m for m in methods if m not in names and adam_learning_rate(m) is None]
+
+    unknown = outside(ALL_METHODS)
     if unknown:
         raise ValueError(
             f"unknown method(s) {', '.join(map(repr, unknown))}; the methods are "
@@ -107,11 +108,7 @@ def check_methods(methods: Sequence[str], num_classes: int = 2) -> Tuple[str, ..
     if not methods:
         raise ValueError(f"methods is empty; choose from {', '.join(map(repr, ALL_METHODS))}")
     if num_classes > 2:
-        binary_only = [
-            method
-            for method in methods
-            if method not in MULTICLASS_METHODS and adam_learning_rate(method) is None
-        ]
+        binary_only = outside(MULTICLASS_METHODS)
         if binary_only:
             raise ValueError(
                 f"{', '.join(map(repr, binary_only))} cannot take {num_classes} classes; the "
