@@ -320,13 +320,19 @@ def _fake_comparison(seen: Dict[str, object]):
     return fake_run_comparison
 
 
-def test_a_file_of_three_classes_runs_the_multi_class_comparison(
-    tmp_path: Path, monkeypatch, capsys
-) -> None:
+@pytest.fixture(name="three_class_compare")
+def _three_class_compare(tmp_path: Path, monkeypatch):
+    """``compare``'s arguments on a file of three classes, and what the faked comparison saw."""
     seen: Dict[str, object] = {}
     monkeypatch.setattr(compare, "run_comparison", _fake_comparison(seen))
     data = write_three_classes(tmp_path / "land.csv")
-    argv = ["compare", "--train", str(data), "--label-column", "-1", "--inducing", "5"]
+    return ["compare", "--train", str(data), "--label-column", "-1", "--inducing", "5"], seen
+
+
+def test_a_file_of_three_classes_runs_the_multi_class_comparison(
+    three_class_compare, tmp_path: Path, capsys
+) -> None:
+    argv, seen = three_class_compare
     assert main(argv + ["--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "labels: 3 classes, 'grass' -> 0, 'sand' -> 1, 'water' -> 2" in out
@@ -340,13 +346,10 @@ def test_a_file_of_three_classes_runs_the_multi_class_comparison(
 
 
 def test_a_binary_method_on_three_classes_names_the_multi_class_ones(
-    tmp_path: Path, monkeypatch, capsys
+    three_class_compare, tmp_path: Path, capsys
 ) -> None:
-    seen: Dict[str, object] = {}
-    monkeypatch.setattr(compare, "run_comparison", _fake_comparison(seen))
-    data = write_three_classes(tmp_path / "land.csv")
-    argv = ["compare", "--train", str(data), "--label-column", "-1", "--inducing", "5"]
-    argv += ["--methods", "VIJJ,VITaylor"]
+    argv, seen = three_class_compare
+    argv = argv + ["--methods", "VIJJ,VITaylor"]
     assert main(argv + ["--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert "'VIJJ' cannot take 3 classes" in err and "'PolyaGammaSVGP'" in err
