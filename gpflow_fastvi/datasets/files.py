@@ -10,6 +10,8 @@ import lzma
 import os
 from typing import IO, Iterator, Tuple, Union, cast
 
+from ..exceptions import InvalidDataError
+
 PathLike = Union[str, "os.PathLike[str]"]
 """A file-system path, as a string or a :class:`os.PathLike`."""
 
@@ -61,3 +63,8 @@ def base_suffix(path: PathLike) -> str:
     if suffix.lower() in _COMPRESSED_SUFFIXES:
         suffix = os.path.splitext(root)[1]
     return suffix.lower()
+
+
+class DatasetError(InvalidDataError):
+    """A data file that cannot be read as a classification data set (re-exported by
+    :mod:`gpflow_fastvi.datasets` and :mod:`~gpflow_fastvi.datasets.loaders`)."""

@@ -22,11 +22,8 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..exceptions import InvalidDataError
-from .files import PathLike, base_suffix, check_exists, data_lines, open_binary
-
-RawLabels = np.ndarray
-"""Label values as read from a file: a float64 array, or a str array for non-numeric labels."""
+from .files import DatasetError, PathLike, base_suffix, check_exists, data_lines, open_binary
+from .labels import RawLabels, class_labels, labels_from_strings
 
 BENCH_INSTALL_HINT = 'pip install "gpflow-fastvi[bench]"'
 
@@ -34,76 +31,6 @@ BENCH_INSTALL_HINT = 'pip install "gpflow-fastvi[bench]"'
 _LIBSVM_LINE = re.compile(r"^\s*\S+(\s+(qid:\S+|\d+:\S+))*\s*(#.*)?$")
 _LIBSVM_PAIR = re.compile(r"\s\d+:\S")
 _SNIFF_LINES = 20
-
-
-class DatasetError(InvalidDataError):
-    """A data file that cannot be read as a classification data set."""
-
-
-# --------------------------------------------------------------------------------------------------
-# Labels
-# --------------------------------------------------------------------------------------------------
-
-
-def _labels_from_strings(tokens: Sequence[str]) -> RawLabels:
-    """Labels as float64 when every token is a number, else as strings (``g``/``h``, ``UP``/...)."""
-    try:
-        return np.asarray([float(t) for t in tokens], dtype=np.float64)
-    except ValueError:
-        return np.asarray(tokens, dtype=str)
-
-
-def _infer_classes(raw: RawLabels, source: str, multiclass: bool) -> Tuple[object, ...]:
-    """The distinct label values of ``raw``, in increasing order: exactly two, or with
-    ``multiclass`` two or more."""
-    if raw.dtype.kind == "f" and not np.all(np.isfinite(raw)):
-        bad = int(np.flatnonzero(~np.isfinite(raw))[0])
-        raise DatasetError(f"{source}: the label of data row {bad + 1} is {raw[bad]}")
-    values = np.unique(raw)
-    task = "classification" if multiclass else "binary classification"
-    if values.size < 2:
-        found = "no labels" if values.size == 0 else f"only one class ({values[0]!r})"
-        raise DatasetError(f"{source}: {task} needs two classes or more; found {found}")
-    if values.size > 2 and not multiclass:
-        shown = ", ".join(repr(v.item()) for v in values[:6]) + (", ..." if values.size > 6 else "")
-        raise DatasetError(
-            f"{source}: binary classification needs exactly two classes; found {values.size} "
-            f"label values ({shown}). Check --label-column / label_column, recode the labels, or "
-            "pass multiclass=True for C classes."
-        )
-    return tuple(value.item() for value in values)
-
-
-def _class_labels(
-    raw: RawLabels,
-    source: str,
-    classes: Optional[Tuple[object, ...]] = None,
-    multiclass: bool = False,
-) -> Tuple[np.ndarray, Tuple[object, ...]]:
-    """
-    Map raw labels onto class indices: ``classes[k]`` -> k. For two classes that is {0, 1}, the
-    Bernoulli convention; for C classes {0, ..., C - 1}, the convention of GPflow's ``Softmax`` and
-    ``MultiClass``.
-
-    :param classes: the label values in index order; inferred from ``raw`` when None (in
-        increasing order, so the larger of two values is the positive class).
-    :param multiclass: when inferring, accept more than two classes.
-    :return: ``Y`` [N, 1] float64 and the classes used.
-    """
-    if classes is None:
-        classes = _infer_classes(raw, source, multiclass)
-    Y = np.full(raw.shape, -1.0)
-    for index, value in enumerate(classes):
-        Y[raw == value] = index
-    unknown = Y < 0.0
-    if np.any(unknown):
-        bad = int(np.flatnonzero(unknown)[0])
-        known = ", ".join(f"{value!r} (-> {index})" for index, value in enumerate(classes[:6]))
-        raise DatasetError(
-            f"{source}: data row {bad + 1} has label {raw[bad].item()!r}, which is none of the "
-            f"classes of the training data: {known}{', ...' if len(classes) > 6 else ''}"
-        )
-    return Y[:, None], classes
 
 
 def _check_features(X: np.ndarray, source: str) -> None:
@@ -191,7 +118,7 @@ def _read_dense(
         if not rows:
             raise DatasetError(f"{source}: the file holds a header but no data rows")
 
-    labels = _labels_from_strings([row[label_index] for row in rows])
+    labels = labels_from_strings([row[label_index] for row in rows])
     feature_fields = [row[:label_index] + row[label_index + 1 :] for row in rows]
     try:
         X = np.asarray(feature_fields, dtype=np.float64)
@@ -239,7 +166,7 @@ def load_csv(
         or does not hold exactly two label values (two or more with ``multiclass``).
     """
     X, raw = _read_dense(path, label_column, delimiter, header)
-    Y, _ = _class_labels(raw, os.fspath(path), multiclass=multiclass)
+    Y, _ = class_labels(raw, os.fspath(path), multiclass=multiclass)
     return X, Y
 
 
@@ -309,7 +236,7 @@ def load_libsvm(
         hold exactly two label values (two or more with ``multiclass``).
     """
     ((X, raw),) = _read_libsvm_many([path], n_features)
-    Y, _ = _class_labels(raw, os.fspath(path), multiclass=multiclass)
+    Y, _ = class_labels(raw, os.fspath(path), multiclass=multiclass)
     return X, Y
 
 
@@ -386,7 +313,7 @@ def load_file(
             raise DatasetError(
                 f"{os.fspath(path)}: has {X.shape[1]} features, expected n_features={n_features}"
             )
-    Y, classes = _class_labels(raw, os.fspath(path), multiclass=multiclass)
+    Y, classes = class_labels(raw, os.fspath(path), multiclass=multiclass)
     return (X, Y, classes) if return_classes else (X, Y)
 
 
@@ -429,8 +356,8 @@ def load_train_test(
             f"{os.fspath(test_path)}: has {X_test.shape[1]} features but the training file "
             f"{os.fspath(train_path)} has {X_train.shape[1]}"
         )
-    Y_train, classes = _class_labels(raw_train, os.fspath(train_path), multiclass=multiclass)
-    Y_test, _ = _class_labels(raw_test, os.fspath(test_path), classes)
+    Y_train, classes = class_labels(raw_train, os.fspath(train_path), multiclass=multiclass)
+    Y_test, _ = class_labels(raw_test, os.fspath(test_path), classes)
     if return_classes:
         return X_train, Y_train, X_test, Y_test, classes
     return X_train, Y_train, X_test, Y_test
@@ -448,7 +375,6 @@ def _read_any(
 
 
 __all__ = [
-    "DatasetError",
     "detect_format",
     "load_csv",
     "load_file",
