@@ -457,6 +457,14 @@ def _watched_run(model, data, objectives, change):
     return run_plan(plan, model, method="step", watch=Watch(model, data))
 
 
+def _vitaylor_with_steps(data):
+    """A VITaylor (watched by the SVGP ELBO, its objective not being a bound) and a compiled
+    function taking three closed-form steps on ``data``."""
+    model = FACTORIES[fv.VITaylor](data, data[0][::5].copy())
+    fit_data = tuple(tf.constant(a) for a in data)
+    return model, tf.function(lambda: model.update_sites(3, data=fit_data), autograph=False)
+
+
 def test_an_impossible_objective_stops_the_run_at_the_best_iterate_with_a_warning(data):
     """A bound above 0 for a Bernoulli likelihood is a divergence: the model goes back to the
     iterate with the highest bound, and fit says so."""
@@ -475,9 +483,7 @@ def test_an_impossible_objective_stops_the_run_at_the_best_iterate_with_a_warnin
 def test_an_approximation_is_watched_by_the_svgp_elbo(data):
     """VITaylor's objective is not a bound: the run is watched by the SVGP ELBO, recorded in
     each row, and a collapse of it stops the run however the objective moves."""
-    model = FACTORIES[fv.VITaylor](data, data[0][::5].copy())
-    fit_data = tuple(tf.constant(a) for a in data)
-    update = tf.function(lambda: model.update_sites(3, data=fit_data), autograph=False)
+    model, update = _vitaylor_with_steps(data)
 
     def wreck_from_3(model, k):
         update()
@@ -498,9 +504,7 @@ def test_an_approximation_is_watched_by_the_svgp_elbo(data):
 def test_one_fall_of_the_yardstick_that_recovers_is_no_divergence(data):
     """L-BFGS-B's early steps may lower the SVGP ELBO for an iteration (VITaylor on digits did):
     the run goes on, and ends at its best iterate."""
-    model = FACTORIES[fv.VITaylor](data, data[0][::5].copy())
-    fit_data = tuple(tf.constant(a) for a in data)
-    update = tf.function(lambda: model.update_sites(3, data=fit_data), autograph=False)
+    model, update = _vitaylor_with_steps(data)
 
     def jolt_at_2(model, k):
         update()
@@ -519,9 +523,7 @@ def test_one_fall_of_the_yardstick_that_recovers_is_no_divergence(data):
 def test_an_approximation_ends_at_its_best_yardstick_without_a_warning(data):
     """A small fall of the SVGP ELBO is no divergence, but the model still ends at the best
     iterate, which the trace names."""
-    model = FACTORIES[fv.VITaylor](data, data[0][::5].copy())
-    fit_data = tuple(tf.constant(a) for a in data)
-    update = tf.function(lambda: model.update_sites(3, data=fit_data), autograph=False)
+    model, update = _vitaylor_with_steps(data)
 
     def nudge_at_3(model, k):
         update()
