@@ -354,3 +354,21 @@ def test_a_binary_method_on_three_classes_names_the_multi_class_ones(
     err = capsys.readouterr().err
     assert "'VIJJ' cannot take 3 classes" in err and "'PolyaGammaSVGP'" in err
     assert not seen
+
+
+def test_a_class_only_in_the_random_test_part_still_counts(
+    three_class_compare, tmp_path: Path, capsys
+) -> None:
+    """C comes from both parts, as run_comparison infers it, not from the training part alone."""
+    from gpflow_fastvi.datasets import train_test_split
+
+    argv, seen = three_class_compare
+    rows = Path(argv[2]).read_text().splitlines()
+    rows[-1] = rows[-1].rsplit(",", 1)[0] + ",zzz"  # a fourth class, on the last row alone
+    Path(argv[2]).write_text("\n".join(rows) + "\n")
+    last = np.arange(len(rows), dtype=float)[:, None]
+    seed = next(
+        s for s in range(100) if train_test_split(last, last, 0.2, seed=s)[3].max() == len(rows) - 1
+    )
+    assert main(argv + ["--seed", str(seed), "--out", str(tmp_path / "out")]) == 0
+    assert seen["num_classes"] == 4 and seen["labels"].max() < 3  # not in the training part

@@ -86,6 +86,13 @@ def check_inputs(
     return (X_train, Y_train, X_test, Y_test), num_classes
 
 
+def default_methods(num_classes: int) -> Tuple[str, ...]:
+    """The methods a comparison runs unless given others: those of
+    :data:`~gpflow_fastvi.benchmarks.choices.DEFAULT_METHODS` for two classes, of
+    :data:`~gpflow_fastvi.benchmarks.choices.DEFAULT_MULTICLASS_METHODS` for more."""
+    return DEFAULT_METHODS if num_classes == 2 else DEFAULT_MULTICLASS_METHODS
+
+
 def check_methods(methods: Sequence[str], num_classes: int = 2) -> Tuple[str, ...]:
     """
     ``methods`` as a tuple without repeats; a ValueError names any unknown one, and, for
@@ -179,9 +186,7 @@ def run_comparison(
     (X_train, Y_train, X_test, Y_test), C = check_inputs(
         X_train, Y_train, X_test, Y_test, num_classes
     )
-    if methods is None:
-        methods = DEFAULT_METHODS if C == 2 else DEFAULT_MULTICLASS_METHODS
-    methods = check_methods(methods, C)
+    methods = check_methods(default_methods(C) if methods is None else methods, C)
     N, D = X_train.shape
     if not 0 < num_inducing <= N:
         raise ValueError(f"num_inducing must be between 1 and N = {N}; got {num_inducing}")
@@ -314,12 +319,13 @@ def command(args: argparse.Namespace) -> int:
     """``gpflow-fastvi compare``: run the comparison, print its table, write its figure and traces."""
     name, (X_train, Y_train, X_test, Y_test) = load_data(args)
     n_train, d = X_train.shape
-    C = max(2, int(Y_train.max()) + 1)
+    # C as run_comparison infers it, from both parts (a split may leave a class in the test part only)
+    _, C = check_inputs(X_train, Y_train, X_test, Y_test)
     if args.inducing > n_train:
         raise ValueError(f"--inducing {args.inducing} is more than the {n_train} training points")
     methods = args.methods
     if methods is None:
-        methods = DEFAULT_METHODS if C == 2 else DEFAULT_MULTICLASS_METHODS
+        methods = default_methods(C)
     elif C > 2 and methods == ALL_METHODS:  # --methods all: every method that takes C classes
         methods = MULTICLASS_METHODS
     methods = check_methods(methods, C)
@@ -360,4 +366,4 @@ def command(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["check_methods", "command", "load_data", "run_comparison"]
+__all__ = ["check_methods", "default_methods", "command", "load_data", "run_comparison"]
