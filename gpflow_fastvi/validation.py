@@ -334,8 +334,8 @@ def is_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood) -> bool:
 
 
 MULTI_CLASS_HINT = (
-    "For C classes use VITaylor with gpflow.likelihoods.Softmax(C), or PolyaGammaSVGP with "
-    "gpflow_fastvi.likelihoods.LogisticSoftmax(C), and num_latent_gps=C."
+    "For C classes use VIConcave or VITaylor with gpflow.likelihoods.Softmax(C), or "
+    "PolyaGammaSVGP with gpflow_fastvi.likelihoods.LogisticSoftmax(C), and num_latent_gps=C."
 )
 """What the errors of the binary and scalar models say to use for a multi-class problem."""
 

@@ -16,6 +16,7 @@ from .collapsed import (
 from .natural import (
     LatentQ,
     NaturalParameters,
+    centred_latents,
     concat_latents,
     expected_sites,
     flat_latents,
@@ -55,6 +56,7 @@ __all__ = [
     "LatentQ",
     "NaturalParameters",
     "Projection",
+    "centred_latents",
     "checked_cholesky",
     "collapsed_bound",
     "collapsed_factors",

@@ -27,7 +27,7 @@ this module                                    the constructor; GPflow's trainin
 """
 
 import abc
-from typing import Any, ClassVar, Optional, Tuple
+from typing import Any, Callable, ClassVar, Optional, Tuple
 
 import gpflow
 import numpy as np
@@ -327,8 +327,20 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         with :class:`gpflow.models.SVGP`; for VIJJ it is ≥ the bound. Models change the
         likelihood term through :meth:`expected_log_likelihood`.
         """
+        return self.variational_bound(self.expected_log_likelihood, data)
+
+    def variational_bound(
+        self,
+        expected_log_likelihood: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
+        data: Optional[RegressionData] = None,
+    ) -> tf.Tensor:
+        """
+        ``expected_log_likelihood``(X, Y), a sum over the points at the model's q(f), minus
+        KL[q(u) ‖ p(u)], the sum scaled by ``num_data`` / rows for a mini-batch: :meth:`elbo`
+        with the likelihood's expectation, or a model's bound with a bound on it.
+        """
         data = self.training_data(data)
-        var_exp = self.sum_over_data(self.expected_log_likelihood, data, (), self.batch_size)
+        var_exp = self.sum_over_data(expected_log_likelihood, data, (), self.batch_size)
         kl = latent_kl(self.whitened_latents(self.q_mu, self.q_sqrt, self.Kmm_cholesky()))
         scale = 1.0 if isinstance(data, tf.data.Dataset) else self.data_scale(data[0])
         return scale * var_exp - kl
