@@ -338,7 +338,7 @@ def test_a_file_of_three_classes_runs_the_multi_class_comparison(
     assert "labels: 3 classes, 'grass' -> 0, 'sand' -> 1, 'water' -> 2" in out
     assert seen["methods"] == DEFAULT_MULTICLASS_METHODS and seen["num_classes"] == 3
     np.testing.assert_array_equal(seen["labels"], [0.0, 1.0, 2.0])
-    assert "Likelihoods: VITaylor: Softmax(3); SVGP + Scipy: MultiClass(3)" in out
+    assert "Likelihoods: VIConcave: Softmax(3); SVGP + Scipy: MultiClass(3)" in out
     assert "ELBO: not shown" in out and "n/a" in out  # no ELBO column for C classes
 
     assert main(argv + ["--methods", "all", "--out", str(tmp_path / "all")]) == 0

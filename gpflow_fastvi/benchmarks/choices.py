@@ -46,11 +46,18 @@ FAST_METHODS: Tuple[str, ...] = (VIJJ_NAME, VITAYLOR_NAME, KLC_NAME, PG_NAME, VI
 """The methods of this package; the table gives their time-to-target ratios against baselines."""
 BASELINE_PREFIX = "SVGP"
 """Methods whose names start with this are GPflow baselines."""
-MULTICLASS_METHODS: Tuple[str, ...] = (VITAYLOR_NAME, PG_NAME, SCIPY_NAME, ADAM_NAME, NATGRAD_NAME)
+MULTICLASS_METHODS: Tuple[str, ...] = (
+    VITAYLOR_NAME,
+    VICONCAVE_NAME,
+    PG_NAME,
+    SCIPY_NAME,
+    ADAM_NAME,
+    NATGRAD_NAME,
+)
 """The methods of a comparison on C > 2 classes (and ``"SVGP + Adam (lr X)"``): the models that
 take C classes, and every baseline. Each uses a C-class likelihood; see
 :func:`~gpflow_fastvi.benchmarks.harness.make_likelihood`."""
-DEFAULT_MULTICLASS_METHODS: Tuple[str, ...] = (VITAYLOR_NAME, SCIPY_NAME, ADAM_NAME)
+DEFAULT_MULTICLASS_METHODS: Tuple[str, ...] = (VICONCAVE_NAME, SCIPY_NAME, ADAM_NAME)
 """The methods ``compare`` runs on a data file of more than two classes unless given
 ``--methods``."""
 

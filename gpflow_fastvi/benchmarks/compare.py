@@ -163,7 +163,7 @@ def run_comparison(
     :param methods: names from :data:`~gpflow_fastvi.benchmarks.choices.ALL_METHODS` (default
         :data:`~gpflow_fastvi.benchmarks.choices.DEFAULT_METHODS`: VIJJ, SVGP + Scipy and
         SVGP + Adam; for C > 2 classes
-        :data:`~gpflow_fastvi.benchmarks.choices.DEFAULT_MULTICLASS_METHODS`: VITaylor,
+        :data:`~gpflow_fastvi.benchmarks.choices.DEFAULT_MULTICLASS_METHODS`: VIConcave,
         SVGP + Scipy and SVGP + Adam); repeats are dropped.
     :param num_inducing: M, the number of inducing inputs, placed by k-means on ``X_train``.
     :param train_inducing: every method trains the inducing inputs with the hyperparameters, as

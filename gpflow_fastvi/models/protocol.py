@@ -69,6 +69,8 @@ class SiteModel(abc.ABC):
     q_mu: gpflow.Parameter
     q_sqrt: gpflow.Parameter
     whiten: bool
+    num_latent_gps: int
+    """The number of latent functions: 1, or C for a likelihood of C classes."""
     num_data: Any
     """The number of training points (an int, a scalar tensor or variable), or ``None``."""
 
