@@ -145,6 +145,7 @@ def test_the_number_of_classes_is_the_largest_label_plus_one_or_as_given() -> No
 
 def test_methods_for_three_classes_are_the_multi_class_ones() -> None:
     assert check_methods(MULTICLASS_METHODS, 3) == MULTICLASS_METHODS
+    assert check_methods([VICONCAVE_NAME, VITAYLOR_NAME], 3) == (VICONCAVE_NAME, VITAYLOR_NAME)
     assert check_methods(["SVGP + Adam (lr 0.1)"], 3) == ("SVGP + Adam (lr 0.1)",)
     X = np.zeros((6, 2))
     Y = np.array([[0.0], [1.0], [2.0]] * 2)
