@@ -1,7 +1,8 @@
 """
 Multi-class: :class:`~gpflow_fastvi.VIConcave` and :class:`~gpflow_fastvi.VITaylor` with GPflow's
 ``Softmax`` and :class:`~gpflow_fastvi.PolyaGammaSVGP` with
-:class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` against GPflow's multi-class SVGPs, on letter or satimage, in one process.
+:class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` against GPflow's multi-class SVGPs, on letter
+or satimage, in one process.
 
 ``python -m experiments.multiclass letter --budget 150`` builds, for each method, the same start:
 an ARD squared-exponential kernel with lengthscales √D, ``--inducing`` k-means inducing inputs

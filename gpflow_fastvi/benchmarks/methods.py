@@ -113,8 +113,8 @@ def run_data_holding_model(
     """
     VIJJ, VITaylor, KLCorrected or VIConcave (``model_name``), trained by :func:`gpflow_fastvi.fit`
     with its defaults, its inducing inputs trained with the hyperparameters or held fixed. For
-    ``num_classes`` C > 2 (VITaylor and VIConcave), GPflow's ``Softmax(C)`` with C latent GPs; the rows then
-    carry no ELBO (see :func:`~.baselines.run_svgp_scipy`).
+    ``num_classes`` C > 2 (VITaylor and VIConcave), GPflow's ``Softmax(C)`` with C latent GPs;
+    the rows then carry no ELBO (see :func:`~.baselines.run_svgp_scipy`).
     """
     import gpflow_fastvi
 

@@ -151,9 +151,6 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
 
     data_first_positional: ClassVar[Tuple[str, ...]] = ("kernel", "inducing_variable")
     """The names of the positional arguments after the data in the data-first form."""
-    multi_class_likelihoods: ClassVar[Tuple[type, ...]] = ()
-    """The likelihoods of C classes the site rule takes, with C latent functions (none unless a
-    subclass says so)."""
 
     def __init__(
         self,

@@ -66,6 +66,7 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
     }
     default_route = "svi"
     objective_is_bound = True
+    multi_class_likelihoods = (LogisticSoftmax,)
     full_data_closure_shortfall = (
         "PolyaGammaSVGP under gpflow.optimizers.Scipy moves the hyperparameters by L-BFGS-B, "
         "fit by mini-batch SVI with Adam: on ijcnn1 (22 ARD lengthscales) the Scipy loop ended "
@@ -99,15 +100,16 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
         """
         Arguments as for :class:`gpflow.models.SVGP`, with these restrictions and one addition:
 
-        :param likelihood: must be ``gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)``.
-        :param num_latent_gps: must be 1 (binary classification).
+        :param likelihood: ``gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)``, or
+            :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` of C classes.
+        :param num_latent_gps: 1 for the Bernoulli, C for ``LogisticSoftmax(C)``.
         :param q_diag: must be ``False``: the natural-gradient step produces a full covariance.
         :param num_data: the number of training points, needed to scale mini-batch ELBOs.
         :param train_inducing: whether training moves the inducing inputs with the
             hyperparameters: ``None`` (the default) as SVGP does (trained when given as an array;
             a GPflow inducing variable keeps its own flags), ``False`` to hold them fixed.
         """
-        multi_class = isinstance(likelihood, LogisticSoftmax)
+        multi_class = isinstance(likelihood, self.multi_class_likelihoods)
         if not multi_class:
             check_logit_bernoulli(likelihood, "PolyaGammaSVGP's Pólya-Gamma augmentation")
         latent = likelihood.num_classes if multi_class else 1

@@ -89,6 +89,9 @@ class SiteModel(abc.ABC):
     """The ways :func:`gpflow_fastvi.fit` can train the model, by name."""
     default_route: ClassVar[str]
     """The route ``fit`` takes when no ``method`` is given (:meth:`default_method`)."""
+    multi_class_likelihoods: ClassVar[Tuple[type, ...]] = ()
+    """The likelihoods of C classes the model takes, with C latent functions (none unless the
+    model says so)."""
     objective_is_bound: ClassVar[bool]
     """Whether :meth:`objective` is a lower bound on log p(y) (then also ≤ the yardstick at the
     q(u) it stores); ``False`` for a local approximation such as Taylor sites."""

@@ -80,8 +80,8 @@ was no descent direction: L-BFGS-B's first line search spent 20 evaluations (70 
 before it gave up and was started again from the stepped q(u).
 
 A model whose objective is a bound and one latent function (VIJJ, KLCorrected) starts L-BFGS-B
-at once and lets the sites settle while θ moves: for VIJJ, whose steps are coordinate ascent on the bound, the
-objective only rises as they settle, and its slow settling from p(u) (on ijcnn1, twelve
+at once and lets the sites settle while θ moves: for VIJJ, whose steps are coordinate ascent on
+the bound, the objective only rises as they settle, and its slow settling from p(u) (on ijcnn1, twelve
 evaluations to a change of 10⁻³) made a warm start cost 4 of the 6.5 seconds before the first
 iterate.
 """
