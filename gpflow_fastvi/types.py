@@ -13,7 +13,7 @@ q(u) and the collapsed bound.
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple, Tuple
+from typing import Any, Mapping, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 
@@ -65,6 +65,10 @@ class SteppedSites(NamedTuple):
     site_parameters: Tuple[tf.Tensor, ...] = ()
     """The local parameters of the sites read off that q(u), each [N, 1], where the next step
     starts; only when the steps started from given ones (else empty)."""
+    yardstick: Optional[tf.Tensor] = None
+    """The SVGP ELBO of that q(u) (the model's ``yardstick_elbo`` once it is adopted), for a
+    model whose objective is not a bound, from the marginals at which the next step's local
+    parameters were read; only when those are returned (else ``None``)."""
 
 
 @dataclass(frozen=True)

@@ -537,3 +537,39 @@ def test_an_approximation_ends_at_its_best_yardstick_without_a_warning(data):
     elbos = trace.column("yardstick_elbo")
     assert elbos[2] < elbos[1]
     np.testing.assert_allclose(float(model.elbo(data)), elbos[1], rtol=1e-10)
+
+
+def test_the_persistent_route_hands_the_watch_the_svgp_elbo_it_computed(data, monkeypatch):
+    """On the persistent route VITaylor's evaluation computes the SVGP ELBO of the q(u) it
+    steps to, from the marginals its next sites are read at: each row's yardstick is the
+    model's SVGP ELBO at that iterate, and the watch computes none of its own."""
+    model = FACTORIES[fv.VITaylor](data, data[0][::5].copy())
+    stepped = model.stepped_sites(3, data, site_parameters=model.site_parameters(data))
+    model.adopt(stepped)
+    np.testing.assert_allclose(float(stepped.yardstick), float(model.elbo(data)), rtol=1e-9)
+
+    def no_second_pass(self):
+        raise AssertionError("the watch computed the yardstick the route had handed it")
+
+    monkeypatch.setattr(Watch, "yardstick", no_second_pass)
+    elbos = []
+    trace = fv.fit(
+        model, data, max_iter=4, tol=0.0, callback=lambda m: elbos.append(float(m.elbo(data)))
+    )
+    np.testing.assert_allclose(trace.column("yardstick_elbo"), elbos, rtol=1e-9)
+    np.testing.assert_allclose(float(model.elbo(data)), max(elbos), rtol=1e-9)
+
+
+def test_variables_gone_non_finite_are_named_before_the_yardstick_is_computed(data):
+    """A step that leaves a variable NaN is a FloatingPointError naming the iteration, even for
+    a watched model, whose SVGP ELBO would otherwise fail in a factorisation first."""
+    model, update = _vitaylor_with_steps(data)
+
+    def poison_at_2(model, k):
+        update()
+        if k == 2:
+            model.kernel.variance.unconstrained_variable.assign(np.nan)
+
+    with pytest.raises(FloatingPointError, match="iteration 2.*variables stopped being finite"):
+        _watched_run(model, data, [-40.0, -35.0, -30.0], poison_at_2)
+    assert np.isfinite(model.kernel.variance.numpy())

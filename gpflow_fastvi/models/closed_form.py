@@ -92,13 +92,20 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         factor, given flat as ``q`` = (m_1, R_1, m_2, R_2, …): the sites a closed-form step reads
         off a q(u). Held fixed: no gradient.
         """
+        Fmu, Fvar = self.held_marginals(X, projection, q)
+        return tuple(tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar))
+
+    def held_marginals(
+        self, X: tf.Tensor, projection: Any, q: Tuple[tf.Tensor, ...]
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The marginals q(fᵢ) = N(Fmu, Fvar) [N, L] at the points X (whose ``projection`` is
+        given) of q(v_l) = N(m_l, R_l R_lᵀ), ``q`` flat as above, held fixed: no gradient."""
         Gmu, Fvar = latent_marginals(
             tf.stop_gradient(projection.A),
             tf.stop_gradient(projection.Ktilde_diag),
             latent_pairs(q),
         )
-        Fmu = tf.stop_gradient(Gmu + self.mean_function(X))
-        return tuple(tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar))
+        return tf.stop_gradient(Gmu + self.mean_function(X)), tf.stop_gradient(Fvar)
 
     def site_statistics(
         self,
@@ -192,16 +199,25 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
             q = flat_latents([(m, R[0]) for m, R in optimal])  # what the next pass reads
         q_mu, q_sqrt = concat_latents([stored_q(m, R[0], L, self.whiten) for m, R in optimal])
         next_parameters: SiteParameters = ()
+        yardstick = None
         if site_parameters is not None:
             # The sites of the new q(u), read where it is set: those the next step starts from.
             X, Y = self.arrays_of(data, "site_parameters")
             assert q is not None  # set by the passes above
-            next_parameters = self.read_site_parameters(X, Y, projection, *q)
+            Fmu, Fvar = self.held_marginals(X, projection, q)
+            next_parameters = tuple(
+                tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar)
+            )
+            if not self.objective_is_bound:
+                # fit's watch needs the SVGP ELBO of the q(u) it adopts: its marginals are here.
+                expected = tf.reduce_sum(self.expected_log_density(X, Y, Fmu, Fvar))
+                yardstick = self.data_scale(X) * expected - latent_kl(latent_pairs(q))
         return SteppedSites(
             objective=summed_bound(stats, factors).total,
             q_mu=tf.stop_gradient(q_mu),
             q_sqrt=tf.stop_gradient(q_sqrt),
             site_parameters=next_parameters,
+            yardstick=yardstick,
         )
 
     def stepped_sites(

@@ -252,6 +252,12 @@ class ClosedFormSiteModel(SiteModel):
         """The site rule at the local parameters that are optimal for q(f) = N(Fmu, Fvar)."""
         return self.site_rule(X, Y, *self.optimal_site_parameters(X, Y, Fmu, Fvar))
 
+    @abc.abstractmethod
+    def expected_log_density(
+        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
+    ) -> tf.Tensor:
+        """E_{N(fᵢ | Fmu, Fvar)}[log p(yᵢ | fᵢ)] [N], as :meth:`yardstick_elbo` sums it."""
+
     # ----------------------------------------------------------------------------------------------
     # What the persistent and alternating drivers call.
 

@@ -161,7 +161,7 @@ class PersistentRun:
         stepped = self.model.stepped_sites(self.n_upd, self.data, site_parameters=start)
         return -(stepped.objective + self.model.log_prior_density()), stepped
 
-    def step_sites(self, x: Optional[np.ndarray] = None) -> float:
+    def step_sites(self, x: Optional[np.ndarray] = None) -> SteppedSites:
         """Adopt the stepped sites at θ = x (the variables' values), from the last evaluation
         when it was at x, which is the usual case: L-BFGS-B accepts the last point it tried."""
         lbfgs = self.lbfgs
@@ -172,14 +172,21 @@ class PersistentRun:
         if self.accepted_sites is not None:
             for variable, value in zip(self.accepted_sites, stepped.site_parameters):
                 variable.assign(value)
-        return float(stepped.objective)
+        return stepped
+
+    def report_sites(self, report: Report, x: Optional[np.ndarray] = None) -> bool:
+        """Adopt the stepped sites at θ = x (:meth:`step_sites`) and report them, with the SVGP
+        ELBO the evaluation computed for the watch when it did; returns whether to go on."""
+        stepped = self.step_sites(x)
+        yardstick = None if stepped.yardstick is None else float(stepped.yardstick)
+        return report(float(stepped.objective), yardstick=yardstick)
 
     def warm_start(self) -> None:
         """Adopt stepped sites at the starting θ until they settle (:data:`WARM_START_TOL`), by
         the compiled evaluation L-BFGS-B uses (no second function to trace)."""
-        previous = self.step_sites()
+        previous = float(self.step_sites().objective)
         for _ in range(WARM_START_MAX_STEPS - 1):
-            current = self.step_sites()
+            current = float(self.step_sites().objective)
             if abs(current - previous) <= WARM_START_TOL * max(1.0, abs(current)):
                 return
             previous = current
@@ -199,7 +206,7 @@ class PersistentRun:
             nonlocal stopped, steps, reported
             steps += 1
             reported = True
-            if not report(self.step_sites(intermediate.x)):
+            if not self.report_sites(report, intermediate.x):
                 stopped = True
                 raise StopIteration
 
@@ -221,7 +228,7 @@ class PersistentRun:
             if steps <= 1:
                 if not reported:
                     reported = True
-                    if not report(self.step_sites()):
+                    if not self.report_sites(report):
                         return None
                 if result.success or restarted:
                     return None

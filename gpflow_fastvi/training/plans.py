@@ -10,7 +10,7 @@ drive a model through its declared protocol only: the SVI driver any
 :class:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel`.
 """
 
-from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -23,8 +23,15 @@ from ..distribution import gradients_outside_replicas, watch_outside_replicas
 from ..models import ClosedFormSiteModel
 from ..validation import positive_int
 
-Report = Callable[[float], bool]
-"""Called with the model's objective after each outer iteration; returns whether to go on."""
+
+class Report(Protocol):
+    """
+    Called with the model's objective after each outer iteration; returns whether to go on. A
+    plan that computed the model's SVGP ELBO along the way (its yardstick, for a model whose
+    objective is not a bound) hands it on, so that the watch need not compute it again.
+    """
+
+    def __call__(self, objective: float, yardstick: Optional[float] = None) -> bool: ...
 
 
 class TrainingPlan(NamedTuple):

@@ -292,12 +292,20 @@ class Reporter:
         self.window: Deque[float] = deque(maxlen=stop.patience + 1)
         self.started = time.perf_counter()  # when the current iteration started
 
-    def __call__(self, objective: float) -> bool:
+    def __call__(self, objective: float, yardstick: Optional[float] = None) -> bool:
+        """
+        Record the iteration that reached ``objective`` (and, when the plan computed it, the
+        SVGP ELBO the watch needs, ``yardstick``); return whether to go on.
+        """
+        values = self._finite_values(objective)
         validation_nll = None if self.validation is None else self.validation()
-        yardstick = None if self.watch is None else self.watch.yardstick()
+        if self.watch is None or not self.watch.watches_yardstick:
+            yardstick = None
+        elif yardstick is None:
+            yardstick = self.watch.yardstick()
         seconds = time.perf_counter() - self.started
         self.elapsed += seconds
-        row = self._record(objective, validation_nll)
+        row = self._record(objective, values, validation_nll)
         if yardstick is not None:
             row["yardstick_elbo"] = yardstick
         if self.watch is not None:
@@ -323,18 +331,26 @@ class Reporter:
             )
         return extra
 
-    def _record(self, objective: float, validation_nll: Optional[float]) -> Dict[str, Any]:
-        """The iteration's row, appended to the trace, after the finiteness check; the snapshot
-        is taken before the callback, which may change the model."""
-        iteration = len(self.trace.rows) + 1
+    def _finite_values(self, objective: float) -> Any:
+        """The model's variables after the iteration, once they and ``objective`` are found
+        finite: before anything else is computed from them (the validation NLL, the yardstick),
+        so that a run gone non-finite says so rather than failing in a factorisation."""
         values = self.last_good.read()
         if not np.isfinite(objective) or not self.last_good.finite(values):
             raise FloatingPointError(
-                f"The objective became {objective} at iteration {iteration}, or the model's "
-                f"variables stopped being finite; the last finite objective was {self.previous}. "
-                "Check the data for extreme values, or fix hyperparameters that run to 0 or "
-                "infinity (gpflow.set_trainable(..., False), or a prior)."
+                f"The objective became {objective} at iteration {len(self.trace.rows) + 1}, or "
+                "the model's variables stopped being finite; the last finite objective was "
+                f"{self.previous}. Check the data for extreme values, or fix hyperparameters "
+                "that run to 0 or infinity (gpflow.set_trainable(..., False), or a prior)."
             )
+        return values
+
+    def _record(
+        self, objective: float, values: Any, validation_nll: Optional[float]
+    ) -> Dict[str, Any]:
+        """The iteration's row, appended to the trace, with the model's (finite) ``values``; the
+        snapshot is taken before the callback, which may change the model."""
+        iteration = len(self.trace.rows) + 1
         row: Dict[str, Any] = {"iteration": iteration, "time": self.elapsed, "objective": objective}
         if validation_nll is not None:
             row["validation_nll"] = validation_nll

@@ -8,9 +8,11 @@ while the model gets worse: on a set a classifier can get almost always right, t
 of points far on the wrong side of the boundary have a curvature that falls as e^(−|ξ|), their
 quadratics promise ever more as the kernel variance grows, and J̃ ran to +10¹³² while the test
 accuracy fell from 0.997 to 0.5. So a model whose objective is not a bound is watched by its
-yardstick, the SVGP ELBO at its q(u) (:meth:`~gpflow_fastvi.models.protocol.SiteModel.yardstick_elbo`,
-one more pass over the data per iteration), and the best iterate is the one with the highest
-yardstick.
+yardstick, the SVGP ELBO at its q(u) (:meth:`~gpflow_fastvi.models.protocol.SiteModel.yardstick_elbo`),
+and the best iterate is the one with the highest yardstick. The persistent route computes it in
+its evaluation, from the marginals at which it reads the next sites
+(:attr:`~gpflow_fastvi.types.SteppedSites.yardstick`), and hands it to the report; other routes
+leave it to the watch, which then takes one more pass over the data per iteration.
 
 A run has *diverged* when its objective is one no approximation of log p(y) can reach (above 0
 for a likelihood of a discrete variable, whose log-probabilities are ≤ 0), or when the yardstick
@@ -20,7 +22,7 @@ iterate and warns (:class:`~gpflow_fastvi.exceptions.DivergenceWarning`).
 """
 
 import copy
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -81,10 +83,10 @@ class Watch:
         """The highest objective an approximation of log p(y) can reach: N times the ceiling of
         each log p(yᵢ | fᵢ) (:func:`~gpflow_fastvi.likelihoods.log_density_ceiling`)."""
         self.exact = exact
-        self._yardstick = None
-        if exact and not getattr(model, "objective_is_bound", True):
-            checked = model.training_data(data)
-            self._yardstick = tf.function(lambda: model.yardstick_elbo(checked), autograph=False)
+        self.watches_yardstick = exact and not getattr(model, "objective_is_bound", True)
+        """Whether the best iterate is chosen by the yardstick rather than the objective."""
+        self._data = data
+        self._yardstick: Optional[Callable[[], tf.Tensor]] = None  # compiled when first needed
         self.best_score = -np.inf
         self.best_iteration = 0
         self.falls = 0
@@ -92,8 +94,17 @@ class Watch:
         self._best: Optional[Snapshot] = None
 
     def yardstick(self) -> Optional[float]:
-        """The yardstick at the model's current state, or ``None`` when it is not watched."""
-        return None if self._yardstick is None else float(self._yardstick())
+        """
+        The yardstick at the model's current state, or ``None`` when it is not watched. A plan
+        that computes it along the way (the persistent route, from the pass that reads the next
+        sites) hands it to the report instead, and this function is then never compiled.
+        """
+        if not self.watches_yardstick:
+            return None
+        if self._yardstick is None:
+            model, checked = self.model, self.model.training_data(self._data)
+            self._yardstick = tf.function(lambda: model.yardstick_elbo(checked), autograph=False)
+        return float(self._yardstick())
 
     def __call__(
         self, iteration: int, objective: float, yardstick: Optional[float], state: Snapshot
