@@ -172,6 +172,61 @@ def test_svi_step_is_traced_once_for_any_batch_size(binary_data):
     assert int(svi.iteration) == 5
 
 
+def test_svi_steps_positive_hyperparameters_in_log_scale(binary_data):
+    """One step of plain gradient descent moves log s of a softplus parameter (and Z as it is)
+    by −rate × its gradient in that coordinate: the optimiser's step is taken in z = log s."""
+    rate = 0.05
+    model = make_pg(binary_data, train_inducing=True)
+    model.kernel.variance.assign(300.0)
+    svi = fv.NaturalGradientSVI(
+        model, step_size=1.0, optimizer=gpflow.keras.tf_keras.optimizers.SGD(rate)
+    )
+    assert svi.in_log_scale == [
+        v is model.kernel.variance.unconstrained_variable
+        or v is model.kernel.lengthscales.unconstrained_variable
+        for v in svi.variables
+    ]
+    variance, Z = model.kernel.variance.numpy(), model.inducing_variable.Z.numpy().copy()
+    # The gradient the step takes: at the q(u) its natural step sets (ρ = 1, the full batch,
+    # the same q(u) whatever θ does next), in log s and in Z.
+    probe = make_pg(binary_data, train_inducing=True)
+    probe.kernel.variance.assign(300.0)
+    fv.NaturalGradientSVI(probe, step_size=1.0, learning_rate=0.0).step(binary_data)
+    with tf.GradientTape() as tape:
+        tape.watch(probe.kernel.variance.unconstrained_variable)
+        tape.watch(probe.inducing_variable.Z.unconstrained_variable)
+        loss = -probe.elbo(binary_data)
+    g_x, g_Z = tape.gradient(
+        loss,
+        [
+            probe.kernel.variance.unconstrained_variable,
+            probe.inducing_variable.Z.unconstrained_variable,
+        ],
+    )
+    x = probe.kernel.variance.unconstrained_variable.numpy()
+    g_log_s = g_x.numpy() * variance / tf.sigmoid(x).numpy()  # dx/d log s = s / sigmoid(x)
+    svi.step(binary_data)
+    # The step's own gradient also sees q(u) move with θ, to second order at the fixed point.
+    step = np.log(model.kernel.variance.numpy()) - np.log(variance)
+    np.testing.assert_allclose(step, -rate * g_log_s, rtol=1e-6)
+    moved = model.inducing_variable.Z.numpy() - Z
+    np.testing.assert_allclose(moved, -rate * g_Z.numpy(), rtol=1e-6, atol=1e-12)
+
+
+def test_an_adam_step_changes_a_large_variance_by_a_factor_not_an_amount(binary_data):
+    """Adam's first step is its learning rate in each coordinate: in log scale a variance of
+    10⁴ changes by the factor e^±rate, where in GPflow's unconstrained value it changes by ±rate."""
+    rate = 0.1
+    ratios = {}
+    for log_scale in (True, False):
+        model = make_pg(binary_data)
+        model.kernel.variance.assign(1e4)
+        fv.NaturalGradientSVI(model, learning_rate=rate, log_scale=log_scale).step(binary_data)
+        ratios[log_scale] = model.kernel.variance.numpy() / 1e4
+    assert abs(np.log(ratios[True])) == pytest.approx(rate, rel=1e-4)  # Adam's ε aside
+    assert abs(ratios[False] - 1.0) == pytest.approx(rate / 1e4, rel=1e-3)
+
+
 @pytest.mark.slow
 def test_fit_accepts_tf_data_datasets(binary_data):
     X, Y = binary_data

@@ -16,12 +16,12 @@ import gpflow
 import numpy as np
 import scipy.optimize
 import tensorflow as tf
-import tensorflow_probability as tfp
 from gpflow.base import RegressionData
 
 from ..distribution import gradients_outside_replicas, watch_outside_replicas
 from ..models import ClosedFormSiteModel
 from ..validation import positive_int
+from .log_scale import LogScale
 
 
 class Report(Protocol):
@@ -67,81 +67,6 @@ class TrainingPlan(NamedTuple):
             return None
 
         return cls(iterate=iterate, max_iter=max_iter, tol=tol)
-
-
-class LogScale:
-    """
-    The coordinates L-BFGS-B searches in: the log of each positive parameter that GPflow keeps
-    on its softplus transform (its default for kernel variances, lengthscales and likelihood
-    variances, with or without a lower bound), the unconstrained value for every other entry.
-
-    On GPflow's unconstrained value x a kernel variance s = softplus(x) ≈ x once s is above a
-    few, so the ELBO's curvature in x falls as 1/s² while s grows: on banana (VIConcave) a
-    variance that ends at 47 from a start of 1 grew about 1.3 times per L-BFGS-B iterate, the
-    quasi-Newton model always behind, and the run took 24 iterates (13 to within 0.1 % of the
-    converged ELBO). In z = log s it takes 17 (8). Only the search changes: the model's
-    variables, their transforms and the optimum are GPflow's.
-
-    Each method acts on the flat vector of the variables, laid out as
-    ``gpflow.optimizers.Scipy.pack_tensors`` lays it out. z = log softplus(x) and its inverse
-    x = log(expm1(exp z)) are computed in stable forms; below z = −30, where softplus(x) = eˣ to
-    double precision, z = x.
-    """
-
-    LINEAR_BELOW = -30.0
-    LARGEST_LOG = 700.0  # exp(700) is finite in float64
-
-    def __init__(self, parameters: Sequence[gpflow.Parameter], variables: Sequence[tf.Variable]):
-        on_softplus = {
-            id(p.unconstrained_variable) for p in parameters if _is_softplus(p.transform)
-        }
-        self.mask = np.concatenate(
-            [np.full(int(np.prod(v.shape)), id(v) in on_softplus) for v in variables]
-            or [np.zeros(0, dtype=bool)]
-        )
-
-    def to_search(self, x: np.ndarray) -> np.ndarray:
-        """z from the variables' values x."""
-        z = np.array(x, dtype=np.float64)
-        xs = z[self.mask]
-        linear = xs < self.LINEAR_BELOW
-        z[self.mask] = np.where(
-            linear, xs, np.log(np.logaddexp(0.0, np.maximum(xs, self.LINEAR_BELOW)))
-        )
-        return z
-
-    def from_search(self, z: np.ndarray) -> np.ndarray:
-        """The variables' values x at z."""
-        x = np.array(z, dtype=np.float64)
-        zs = np.minimum(x[self.mask], self.LARGEST_LOG)
-        s = np.exp(np.maximum(zs, self.LINEAR_BELOW))
-        # log(expm1(s)) = s + log(1 − e⁻ˢ): finite for every s > 0.
-        x[self.mask] = np.where(zs < self.LINEAR_BELOW, zs, s + np.log(-np.expm1(-s)))
-        return x
-
-    def gradient(self, x: np.ndarray, gradient_x: np.ndarray) -> np.ndarray:
-        """The gradient in z, from the one in x at x: dx/dz = softplus(x) / sigmoid(x)."""
-        g = np.array(gradient_x, dtype=np.float64)
-        xs = x[self.mask]
-        z = self.to_search(x)[self.mask]
-        g[self.mask] *= np.where(
-            xs < self.LINEAR_BELOW,
-            1.0,
-            np.exp(z + np.logaddexp(0.0, -np.maximum(xs, self.LINEAR_BELOW))),
-        )
-        return g
-
-
-def _is_softplus(transform: Any) -> bool:
-    """Whether ``transform`` is tfp's plain Softplus, alone or after a Shift (a lower bound)."""
-
-    def plain(b: Any) -> bool:
-        return type(b) is tfp.bijectors.Softplus and b.hinge_softness is None
-
-    if isinstance(transform, tfp.bijectors.Chain):
-        *shifts, last = transform.bijectors
-        return plain(last) and all(type(b) is tfp.bijectors.Shift for b in shifts)
-    return plain(transform)
 
 
 class LBFGSStage:

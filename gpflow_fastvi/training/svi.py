@@ -15,7 +15,7 @@ Both run in one compiled function that is traced once: batches enter through an 
 signature with an unknown batch size, and ρₜ is computed in the graph from a step counter.
 """
 
-from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import gpflow
 import numpy as np
@@ -38,6 +38,7 @@ from ..validation import (
     positive_int,
     targets_for_likelihood,
 )
+from .log_scale import dx_dz, log_softplus, on_softplus, softplus_of_log
 from .plans import Report, TrainingPlan
 from .plateau import MAX_PASSES, Plateau
 
@@ -119,6 +120,12 @@ class NaturalGradientSVI:
     :param learning_rate: Adam's learning rate for the hyperparameters.
     :param optimizer: a Keras optimiser to use instead of Adam (``gpflow.keras.tf_keras``); for
         a model built in a :mod:`tf.distribute` strategy's scope, made in that scope too.
+    :param log_scale: step each positive parameter on GPflow's softplus transform (kernel
+        variances, lengthscales) in z = log s (:mod:`~gpflow_fastvi.training.log_scale`), so that
+        a step changes it by about the same factor whatever its size; ``False`` steps GPflow's
+        unconstrained value, as GPflow's own Adam loop does. The optimiser gets the gradient in z,
+        and the step it takes is carried back to the variable through the transform, so its
+        state needs no second set of variables.
     """
 
     def __init__(
@@ -128,6 +135,7 @@ class NaturalGradientSVI:
         step_size: Optional[StepSize] = None,
         learning_rate: float = 0.01,
         optimizer: Optional[Any] = None,
+        log_scale: bool = True,
     ):
         if not isinstance(model, SiteModel):
             raise TypeError(
@@ -141,6 +149,9 @@ class NaturalGradientSVI:
         self.variables: List[tf.Variable] = [
             v for v in model.trainable_variables if id(v) not in q_ids
         ]
+        logged = on_softplus(model.trainable_parameters) if log_scale else set()
+        self.in_log_scale = [id(v) in logged for v in self.variables]
+        """Which of :attr:`variables` are stepped in log scale."""
         # Keras keeps the slots of variables created in a strategy's scope only when the
         # optimiser is made and built in that scope too.
         with scope_of(self.variables):
@@ -168,9 +179,24 @@ class NaturalGradientSVI:
             loss = -elbo - model.log_prior_density()
         if self.variables:
             gradients = gradients_outside_replicas(tape, loss, self.variables)
-            apply_gradients_outside_replicas(self.optimizer, gradients, self.variables)
+            self._apply(gradients)
         self.iteration.assign_add(1)
         return elbo
+
+    def _apply(self, gradients: Sequence[tf.Tensor]) -> None:
+        """
+        The optimiser's step on the hyperparameters; for those in log scale it is given the
+        gradient in z = log s, and the change it makes to the variable is taken as the step in z:
+        x ← x(z(x₀) + Δ), with x₀ the value before.
+        """
+        logged = [(v, tf.identity(v)) for v, log in zip(self.variables, self.in_log_scale) if log]
+        gradients = [
+            g * dx_dz(v) if log else g
+            for g, v, log in zip(gradients, self.variables, self.in_log_scale)
+        ]
+        apply_gradients_outside_replicas(self.optimizer, gradients, self.variables)
+        for variable, before in logged:
+            variable.assign(softplus_of_log(log_softplus(before) + (variable - before)))
 
     def scale_steps(self, factor: float) -> None:
         """Multiply the step on q(u) (ρ) and the optimiser's learning rate by ``factor``, from the
