@@ -1,5 +1,6 @@
 """Cholesky factorisation with jitter that escalates, and a clear error when jitter cannot help."""
 
+import re
 from typing import Any, Callable, Optional, Tuple, Union
 
 import gpflow
@@ -121,4 +122,19 @@ def checked_cholesky(B: tf.Tensor, *, what: str) -> tf.Tensor:
         tf.linalg.cholesky(B),
         f"Cholesky factorisation of {what} failed: it should be positive definite by construction, "
         "so some site precisions w are negative or not finite, or the data contain NaN.",
+    )
+
+
+def cholesky_hint(message: str) -> str:
+    """
+    The sentence of a failed factorisation's message that says what failed and why (the checks of
+    this module write it), without the graph trace TensorFlow puts around it.
+    """
+    found = re.search(r"Cholesky factorisation of[^\n]*?(?=: Tensor had|\n|$)", message)
+    if found:
+        return found.group(0).rstrip(".") + "."
+    return (
+        "A Cholesky factorisation failed: a matrix that should be positive definite is not. "
+        "Usual causes: duplicate inducing inputs, a kernel variance or lengthscale that collapsed "
+        "to 0, or extreme values in the data."
     )

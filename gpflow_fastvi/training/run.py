@@ -6,7 +6,6 @@ its last good state when an iteration fails or is interrupted.
 """
 
 import copy
-import re
 import sys
 import time
 import warnings
@@ -27,6 +26,7 @@ from ..exceptions import (
     NotConvergedWarning,
     graph_fault,
 )
+from ..gaussian.cholesky import cholesky_hint
 from ..validation import (
     check_data,
     check_input_columns,
@@ -426,18 +426,3 @@ def _data_fault(error: BaseException) -> Optional[str]:
     if isinstance(error, tf.errors.InvalidArgumentError):
         return graph_fault(error.message)
     return None
-
-
-def cholesky_hint(message: str) -> str:
-    """
-    The sentence of a failed factorisation's message that says what failed and why (the checks of
-    :mod:`gpflow_fastvi.gaussian.cholesky`), without the graph trace TensorFlow puts around it.
-    """
-    found = re.search(r"Cholesky factorisation of[^\n]*?(?=: Tensor had|\n|$)", message)
-    if found:
-        return found.group(0).rstrip(".") + "."
-    return (
-        "A Cholesky factorisation failed: a matrix that should be positive definite is not. "
-        "Usual causes: duplicate inducing inputs, a kernel variance or lengthscale that collapsed "
-        "to 0, or extreme values in the data."
-    )
