@@ -24,7 +24,7 @@ z = −30, where softplus(x) = eˣ to double precision, z = x; z is capped at 70
 still finite in float64.
 """
 
-from typing import Any, Sequence
+from typing import Any, Sequence, Set
 
 import gpflow
 import numpy as np
@@ -50,7 +50,7 @@ def is_softplus(transform: Any) -> bool:
     return plain(transform)
 
 
-def on_softplus(parameters: Sequence[gpflow.Parameter]) -> set:
+def on_softplus(parameters: Sequence[gpflow.Parameter]) -> Set[int]:
     """The ids of the unconstrained variables of ``parameters`` that are searched in log scale."""
     return {id(p.unconstrained_variable) for p in parameters if is_softplus(p.transform)}
 

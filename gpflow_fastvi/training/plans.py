@@ -84,7 +84,8 @@ class LBFGSStage:
 
     ``parameters`` are the GPflow parameters behind ``variables`` (a model's
     ``trainable_parameters``): those on GPflow's softplus transform are searched in log scale
-    (:class:`LogScale`); the variables, the callback and the result see their own values.
+    (:class:`~gpflow_fastvi.training.log_scale.LogScale`); the variables, the callback and the
+    result see their own values.
     """
 
     def __init__(
@@ -99,7 +100,8 @@ class LBFGSStage:
         self.variables = tuple(variables)
         self.maxfun = maxfun
         self.scale = LogScale(parameters, self.variables)
-        """The coordinates of the search (:class:`LogScale`)."""
+        """The coordinates of the search
+        (:class:`~gpflow_fastvi.training.log_scale.LogScale`)."""
         self.last_x: Optional[np.ndarray] = None
         """The last point at which the loss was evaluated successfully."""
         self.last_aux: Any = None
