@@ -24,7 +24,7 @@ z = −30, where softplus(x) = eˣ to double precision, z = x; z is capped at 70
 still finite in float64.
 """
 
-from typing import Any, Sequence, Set
+from typing import Any, Callable, NamedTuple, Sequence, Set
 
 import gpflow
 import numpy as np
@@ -55,26 +55,62 @@ def on_softplus(parameters: Sequence[gpflow.Parameter]) -> Set[int]:
     return {id(p.unconstrained_variable) for p in parameters if is_softplus(p.transform)}
 
 
-def log_softplus(x: tf.Tensor) -> tf.Tensor:
+class Ops(NamedTuple):
+    """The elementwise operations the functions below are written in, so that one form of them
+    runs in TensorFlow's graph (:data:`TF_OPS`, the SVI step) and in NumPy (:data:`NUMPY_OPS`,
+    for SciPy's L-BFGS-B, where a call into TensorFlow per evaluation would cost about 1 ms)."""
+
+    where: Callable[..., Any]
+    maximum: Callable[..., Any]
+    minimum: Callable[..., Any]
+    log: Callable[..., Any]
+    exp: Callable[..., Any]
+    expm1: Callable[..., Any]
+    softplus: Callable[..., Any]
+    ones_like: Callable[..., Any]
+
+
+TF_OPS = Ops(
+    tf.where,
+    tf.maximum,
+    tf.minimum,
+    tf.math.log,
+    tf.exp,
+    tf.math.expm1,
+    tf.math.softplus,
+    tf.ones_like,
+)
+NUMPY_OPS = Ops(
+    np.where,
+    np.maximum,
+    np.minimum,
+    np.log,
+    np.exp,
+    np.expm1,
+    lambda x: np.logaddexp(0.0, x),
+    np.ones_like,
+)
+
+
+def log_softplus(x: Any, ops: Ops = TF_OPS) -> Any:
     """z = log softplus(x), elementwise; z = x below :data:`LINEAR_BELOW`."""
-    linear = x < LINEAR_BELOW
-    return tf.where(linear, x, tf.math.log(tf.math.softplus(tf.maximum(x, LINEAR_BELOW))))
+    return ops.where(x < LINEAR_BELOW, x, ops.log(ops.softplus(ops.maximum(x, LINEAR_BELOW))))
 
 
-def softplus_of_log(z: tf.Tensor) -> tf.Tensor:
+def softplus_of_log(z: Any, ops: Ops = TF_OPS) -> Any:
     """x with log softplus(x) = z, the inverse of :func:`log_softplus`."""
-    capped = tf.minimum(z, LARGEST_LOG)
-    s = tf.exp(tf.maximum(capped, LINEAR_BELOW))
+    capped = ops.minimum(z, LARGEST_LOG)
+    s = ops.exp(ops.maximum(capped, LINEAR_BELOW))
     # log(expm1(s)) = s + log(1 − e⁻ˢ): finite for every s > 0.
-    return tf.where(capped < LINEAR_BELOW, capped, s + tf.math.log(-tf.math.expm1(-s)))
+    return ops.where(capped < LINEAR_BELOW, capped, s + ops.log(-ops.expm1(-s)))
 
 
-def dx_dz(x: tf.Tensor) -> tf.Tensor:
+def dx_dz(x: Any, ops: Ops = TF_OPS) -> Any:
     """dx/dz = softplus(x) / sigmoid(x) at x, the factor from a gradient in x to one in z; 1 below
     :data:`LINEAR_BELOW`."""
-    safe = tf.maximum(x, LINEAR_BELOW)
-    return tf.where(
-        x < LINEAR_BELOW, tf.ones_like(x), tf.exp(log_softplus(safe) + tf.math.softplus(-safe))
+    safe = ops.maximum(x, LINEAR_BELOW)
+    return ops.where(
+        x < LINEAR_BELOW, ops.ones_like(x), ops.exp(log_softplus(safe, ops) + ops.softplus(-safe))
     )
 
 
@@ -97,7 +133,7 @@ class LogScale:
     def _on_mask(self, function: Any, values: np.ndarray) -> np.ndarray:
         out = np.array(values, dtype=np.float64)
         if self.mask.any():
-            out[self.mask] = function(tf.constant(out[self.mask])).numpy()
+            out[self.mask] = function(out[self.mask], NUMPY_OPS)
         return out
 
     def to_search(self, x: np.ndarray) -> np.ndarray:
