@@ -19,7 +19,8 @@ import tensorflow as tf
 
 
 class Sites(NamedTuple):
-    """Coefficients of the Gaussian sites a + b f − w f²/2, one per data point, each of shape [N, 1]."""
+    """Coefficients of the Gaussian sites a + b f − w f²/2, one per data point and latent function,
+    each of shape [N, L] (L = 1 but for a likelihood of several latent functions)."""
 
     a: tf.Tensor
     """Constant term aᵢ (it carries the bound's dependence on the site parameters)."""
@@ -39,13 +40,13 @@ class SiteStatistics(NamedTuple):
     """
 
     AWAt: tf.Tensor
-    """A W Aᵀ = L⁻¹ (Kmn W Knm) L⁻ᵀ, shape [M, M]."""
+    """A W_l Aᵀ = L⁻¹ (Kmn W_l Knm) L⁻ᵀ of each latent function l, shape [L, M, M]."""
     Ab: tf.Tensor
-    """A b = L⁻¹ Kmn b, shape [M, 1]."""
+    """A b_l = L⁻¹ Kmn b_l of each latent function as a column, shape [M, L]."""
     sum_a: tf.Tensor
-    """Σᵢ aᵢ, a scalar."""
+    """Σᵢ Σ_l a_il, a scalar."""
     trace: tf.Tensor
-    """Σᵢ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ): the sites' weight on what u cannot explain, a scalar."""
+    """Σᵢ Σ_l w_il (Knn,ᵢᵢ − Qnn,ᵢᵢ): the sites' weight on what u cannot explain, a scalar."""
 
 
 class SteppedSites(NamedTuple):
@@ -59,11 +60,11 @@ class SteppedSites(NamedTuple):
     objective: tf.Tensor
     """The objective of the last sites read, a scalar (its gradient holds their local parameters fixed)."""
     q_mu: tf.Tensor
-    """The optimal q(u)'s mean for them, [M, 1], stored as the model stores ``q_mu``."""
+    """The optimal q(u)'s mean for them, [M, L], stored as the model stores ``q_mu``."""
     q_sqrt: tf.Tensor
-    """Its Cholesky factor, [1, M, M], stored as the model stores ``q_sqrt``."""
+    """Its Cholesky factors, [L, M, M], stored as the model stores ``q_sqrt``."""
     site_parameters: Tuple[tf.Tensor, ...] = ()
-    """The local parameters of the sites read off that q(u), each [N, 1], where the next step
+    """The local parameters of the sites read off that q(u), each [N, L], where the next step
     starts; only when the steps started from given ones (else empty)."""
     yardstick: Optional[tf.Tensor] = None
     """The SVGP ELBO of that q(u) (the model's ``yardstick_elbo`` once it is adopted), for a

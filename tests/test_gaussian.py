@@ -229,13 +229,14 @@ def test_robust_cholesky_names_the_matrix_when_jitter_cannot_help():
 
 
 def plain_statistics(A, Ktilde_diag, sites):  # type: ignore[no-untyped-def]
-    """The site statistics written out, for autodiff to differentiate as it likes."""
-    w = sites.w[:, 0]
+    """The site statistics written out, one latent function at a time, for autodiff to
+    differentiate as it likes."""
+    columns = range(sites.w.shape[1])
     return SiteStatistics(
-        AWAt=tf.linalg.matmul(A * w, A, transpose_b=True),
+        AWAt=tf.stack([tf.linalg.matmul(A * sites.w[:, k], A, transpose_b=True) for k in columns]),
         Ab=tf.linalg.matmul(A, sites.b),
         sum_a=tf.reduce_sum(sites.a),
-        trace=tf.reduce_sum(w * Ktilde_diag),
+        trace=tf.reduce_sum(sites.w * Ktilde_diag[:, None]),
     )
 
 
@@ -251,12 +252,14 @@ def test_rounding_cannot_make_the_unexplained_variance_negative():
     np.testing.assert_allclose(stats.trace, 1.0)
 
 
+@pytest.mark.parametrize("latent", [1, 3])
 @pytest.mark.parametrize("clamped", [False, True])
-def test_statistics_gradient_reaches_kmn_and_l_as_autodiff_through_a_does(clamped):
+def test_statistics_gradient_reaches_kmn_and_l_as_autodiff_through_a_does(clamped, latent):
     """
     The hand-written gradient of the site statistics, sent to Kmn, chol(Kmm) and diag Knn
-    directly, equals autodiff through A = L⁻¹ Kmn, A W Aᵀ and the clamped K̃, for every input and
-    an upstream that is not symmetric; also when rounding clamped some K̃ᵢᵢ at 0.
+    directly, equals autodiff through A = L⁻¹ Kmn, A W_l Aᵀ and the clamped K̃, for every input,
+    an upstream that is not symmetric and one or several latent functions (batched); also when
+    rounding clamped some K̃ᵢᵢ at 0.
     """
     rng = np.random.default_rng(3)
     M, N = 4, 9
@@ -267,11 +270,11 @@ def test_statistics_gradient_reaches_kmn_and_l_as_autodiff_through_a_does(clampe
     if clamped:  # two points "explained" beyond their prior variance
         A_plain = np.linalg.solve(np.linalg.cholesky(Kmm.numpy()), Kmn.numpy())
         Knn_diag = tf.constant(np.where(np.arange(N) < 2, 0.5, 1.5) * np.sum(A_plain**2, axis=0))
-    a, b = (tf.constant(rng.normal(size=(N, 1))) for _ in range(2))
-    w = tf.constant(rng.uniform(0.1, 2.0, size=(N, 1)))
+    a, b = (tf.constant(rng.normal(size=(N, latent))) for _ in range(2))
+    w = tf.constant(rng.uniform(0.1, 2.0, size=(N, latent)))
     upstream = SiteStatistics(
-        AWAt=tf.constant(rng.normal(size=(M, M))),
-        Ab=tf.constant(rng.normal(size=(M, 1))),
+        AWAt=tf.constant(rng.normal(size=(latent, M, M))),
+        Ab=tf.constant(rng.normal(size=(M, latent))),
         sum_a=tf.constant(0.7, tf.float64),
         trace=tf.constant(-0.5, tf.float64),
     )

@@ -17,16 +17,19 @@ from gpflow_fastvi.gaussian import (
     shift_sites,
     statistics_from_projection,
     step_statistics,
+    stored_q,
     whitened_projection,
     whitened_q,
 )
 from gpflow_fastvi.sites import jj_optimal_xi, jj_sites
 
 
-def random_q(rng, M):
-    q_mu = rng.standard_normal((M, 1))
-    q_sqrt = np.tril(0.3 * rng.standard_normal((M, M)), -1) + np.diag(rng.uniform(0.2, 1.0, M))
-    return tf.constant(q_mu), tf.constant(q_sqrt[None])
+def random_q(rng, M, latent=1):
+    """A random q(u) of ``latent`` latent functions as GPflow stores it: [M, L] and [L, M, M]."""
+    q_mu = rng.standard_normal((M, latent))
+    lower = np.tril(0.3 * rng.standard_normal((latent, M, M)), -1)
+    q_sqrt = lower + np.stack([np.diag(rng.uniform(0.2, 1.0, M)) for _ in range(latent)])
+    return tf.constant(q_mu), tf.constant(q_sqrt)
 
 
 def problem(rng, N=40, M=7, mean=0.0):
@@ -42,37 +45,39 @@ def problem(rng, N=40, M=7, mean=0.0):
 
 def stepped_q(projection, prior_mean, q_mu, q_sqrt, L, whiten, local_sites, scale, rho):
     """The step as (q_mu, q_sqrt) in the stored frame, as a model forms it."""
-    m, R = whitened_q(q_mu, q_sqrt, L, whiten)
-    (stats,) = step_statistics(projection, prior_mean, [(m, R)], local_sites)
-    natural = natural_gradient_parameters(m, R, stats, scale, rho)
-    return q_from_natural(natural, L, whiten)
+    q = whitened_q(q_mu, q_sqrt, L, whiten)
+    stats = step_statistics(projection, prior_mean, q, local_sites)
+    natural = natural_gradient_parameters(q, stats, scale, rho)
+    return stored_q(q_from_natural(natural), L, whiten)
 
 
 def jj_local_sites(Y):
     return lambda Fmu, Fvar: jj_sites(tf.constant(Y), jj_optimal_xi(Fmu, Fvar))
 
 
+@pytest.mark.parametrize("latent", [1, 3])
 @pytest.mark.parametrize("whiten", [True, False])
-def test_marginals_and_kl_match_gpflow(rng, whiten):
+def test_marginals_and_kl_match_gpflow(rng, whiten, latent):
+    """The batched marginals and KL of one or several latent functions are GPflow's."""
     X, _, kernel, iv, L, projection, _ = problem(rng)
-    q_mu, q_sqrt = random_q(rng, 7)
-    m, R = whitened_q(q_mu, q_sqrt, L, whiten)
-    Gmu, Gvar = marginals(projection.A, projection.Ktilde_diag, m, R)
+    q_mu, q_sqrt = random_q(rng, 7, latent)
+    q = whitened_q(q_mu, q_sqrt, L, whiten)
+    Gmu, Gvar = marginals(projection.A, projection.Ktilde_diag, q)
     Fmu, Fvar = gpflow.conditionals.conditional(
         tf.constant(X), iv, kernel, q_mu, q_sqrt=q_sqrt, white=whiten
     )
     np.testing.assert_allclose(Gmu, Fmu, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(Gvar, Fvar, rtol=1e-8, atol=1e-10)
     kl = gpflow.kullback_leiblers.prior_kl(iv, kernel, q_mu, q_sqrt, whiten=whiten)
-    np.testing.assert_allclose(kl_to_prior(m, R), kl, rtol=1e-9)
+    np.testing.assert_allclose(kl_to_prior(q), kl, rtol=1e-9)
 
 
-def test_natural_parameters_round_trip(rng):
-    L = tf.eye(5, dtype=tf.float64)
-    q_mu, q_sqrt = random_q(rng, 5)
-    back_mu, back_sqrt = q_from_natural(natural_parameters(q_mu, q_sqrt[0]), L, whiten=True)
-    np.testing.assert_allclose(back_mu, q_mu, rtol=1e-9)
-    np.testing.assert_allclose(back_sqrt, q_sqrt, rtol=1e-9, atol=1e-12)
+@pytest.mark.parametrize("latent", [1, 3])
+def test_natural_parameters_round_trip(rng, latent):
+    q_mu, q_sqrt = random_q(rng, 5, latent)
+    back = q_from_natural(natural_parameters(whitened_q(q_mu, q_sqrt, None, whiten=True)))
+    np.testing.assert_allclose(back.m, q_mu, rtol=1e-9)
+    np.testing.assert_allclose(back.R, q_sqrt, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("whiten", [True, False])
@@ -86,8 +91,7 @@ def test_full_batch_step_with_rho_one_lands_on_the_closed_form_optimum(rng, whit
         tf.constant(1.0, tf.float64), tf.constant(1.0, tf.float64),
     )  # fmt: skip
     # The same sites by hand: ξ from the starting q, then the closed-form optimum.
-    m, R = whitened_q(q_mu, q_sqrt, L, whiten)
-    Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, m, R)
+    Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, whitened_q(q_mu, q_sqrt, L, whiten))
     sites = shift_sites(jj_local_sites(Y)(Gmu + prior_mean, Fvar), prior_mean)
     stats = statistics_from_projection(whitened_projection(kernel, iv, tf.constant(X), L), sites)
     opt_mu, opt_sqrt = optimal_q(collapsed_factors(stats), L, whiten)
@@ -104,7 +108,7 @@ def test_step_is_a_convex_combination_of_natural_parameters(rng, whiten):
     full_mu, full_sqrt = stepped_q(*args, one)
     part_mu, part_sqrt = stepped_q(*args, tf.constant(0.3, tf.float64))
     start, full, part = (
-        natural_parameters(*whitened_q(mu, sqrt, L, whiten))
+        natural_parameters(whitened_q(mu, sqrt, L, whiten))
         for mu, sqrt in ((q_mu, q_sqrt), (full_mu, full_sqrt), (part_mu, part_sqrt))
     )
     for field in ("eta1", "precision"):

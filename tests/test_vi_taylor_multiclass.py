@@ -8,7 +8,7 @@ import tensorflow as tf
 import gpflow_fastvi as fv
 from gpflow_fastvi.exceptions import IncompatibleLikelihoodError
 from gpflow_fastvi.likelihoods import LogisticSoftmax
-from gpflow_fastvi.sites import log_density_derivatives, taylor_sites
+from gpflow_fastvi.sites import log_density_derivatives, softmax_derivatives, taylor_sites
 
 from .test_polya_gamma_multiclass import C, three_classes
 
@@ -42,6 +42,17 @@ def test_derivatives_are_the_softmax_gradient_and_hessian_diagonal(rng):
     np.testing.assert_allclose(log_p[:, 0], np.log(pi[np.arange(9), labels]), rtol=1e-12)
     np.testing.assert_allclose(g, y - pi, atol=1e-12)
     np.testing.assert_allclose(h, -pi * (1 - pi), atol=1e-12)
+
+
+def test_the_closed_form_softmax_derivatives_are_the_autodiff_ones(rng):
+    """VITaylor's softmax sites take log p, g and diag h in closed form: the same values as the
+    nested autodiff of the log-density (vectorised over the classes), far from the boundary too."""
+    xi = tf.constant(rng.normal(0.0, 6.0, (40, C)))
+    labels = rng.integers(0, C, 40)
+    by_autodiff = log_density_derivatives(softmax_log_density(labels), xi)
+    in_closed_form = softmax_derivatives(tf.constant(np.eye(C)[labels]), xi)
+    for got, want in zip(in_closed_form, by_autodiff):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-13)
 
 
 def test_the_sites_of_a_point_share_its_value_slope_and_ceiling(rng):

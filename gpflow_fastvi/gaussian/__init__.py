@@ -1,6 +1,7 @@
 """
 The Gaussian algebra shared by every model, ignorant of site rules: sufficient statistics of sites,
-the collapsed bound, the closed-form optimal q(u), all through Cholesky factors.
+the collapsed bound, the closed-form optimal q(u), all through Cholesky factors, batched over the
+latent functions in GPflow's layout (means [M, L], square roots and statistics [L, M, M]).
 """
 
 from .batching import map_over_batches, sum_over_batches, sum_over_dataset
@@ -11,19 +12,13 @@ from .collapsed import (
     collapsed_bound,
     collapsed_factors,
     gaussian_factors,
-    summed_bound,
 )
 from .natural import (
-    LatentQ,
     NaturalParameters,
-    centred_latents,
-    concat_latents,
+    WhitenedQ,
+    centred_q,
     expected_sites,
-    flat_latents,
     kl_to_prior,
-    latent_kl,
-    latent_marginals,
-    latent_pairs,
     marginal_covariance,
     marginals,
     natural_gradient_parameters,
@@ -37,14 +32,15 @@ from .natural import (
     summed_expected_sites,
     whitened_q,
 )
-from .optimal_q import optimal_marginals, optimal_q
+from .optimal_q import optimal_marginals, optimal_q, optimal_whitened_q
 from .statistics import (
     Projection,
     kmm_cholesky,
+    latent_batch,
+    latent_columns,
     projected_marginals,
     shift_sites,
     statistics_from_projection,
-    statistics_per_latent,
     triangular_inverse,
     unexplained_variance,
     whitened_projection,
@@ -53,24 +49,21 @@ from .statistics import (
 __all__ = [
     "CollapsedBound",
     "CollapsedFactors",
-    "LatentQ",
     "NaturalParameters",
     "Projection",
-    "centred_latents",
+    "WhitenedQ",
+    "centred_q",
     "checked_cholesky",
     "collapsed_bound",
     "collapsed_factors",
-    "concat_latents",
     "escalating_cholesky",
     "expected_sites",
-    "flat_latents",
     "gaussian_factors",
     "is_factorisable",
     "kl_to_prior",
     "kmm_cholesky",
-    "latent_kl",
-    "latent_marginals",
-    "latent_pairs",
+    "latent_batch",
+    "latent_columns",
     "map_over_batches",
     "marginal_covariance",
     "marginals",
@@ -79,6 +72,7 @@ __all__ = [
     "natural_step",
     "optimal_marginals",
     "optimal_q",
+    "optimal_whitened_q",
     "projected_marginals",
     "q_from_natural",
     "robust_cholesky",
@@ -86,12 +80,10 @@ __all__ = [
     "site_target",
     "sites_elbo",
     "statistics_from_projection",
-    "statistics_per_latent",
     "step_statistics",
     "stored_q",
     "sum_over_batches",
     "sum_over_dataset",
-    "summed_bound",
     "summed_expected_sites",
     "triangular_inverse",
     "unexplained_variance",

@@ -11,12 +11,13 @@ JITTER_ESCALATION = tuple(10.0**k for k in range(-8, -1))
 """Extra jitter tried in turn, relative to the matrix's mean diagonal, when the first factorisation fails."""
 
 
-@check_shapes("K: [M, M]", "return: [M, M]")
+@check_shapes("K: [batch..., M, M]", "return: [batch..., M, M]")
 def robust_cholesky(
     K: tf.Tensor, *, jitter: Optional[Union[float, tf.Tensor]] = None, what: str = "matrix"
 ) -> tf.Tensor:
     """
-    Return L with L Lᵀ = K + jitter·I, adding more jitter only if that factorisation fails.
+    Return L with L Lᵀ = K + jitter·I, adding more jitter only if that factorisation fails (for a
+    batch of matrices, the same jitter for all of them).
 
     The first attempt uses ``jitter`` (default :func:`gpflow.config.default_jitter`, the jitter GPflow
     itself adds to Kuu), so results match GPflow's models exactly whenever K is well conditioned.
@@ -36,7 +37,7 @@ def robust_cholesky(
     )
 
 
-@check_shapes("K: [M, M]", "return: [M, M]")
+@check_shapes("K: [batch..., M, M]", "return: [batch..., M, M]")
 def escalating_cholesky(
     K: tf.Tensor, *, jitter: Optional[Union[float, tf.Tensor]] = None
 ) -> tf.Tensor:
@@ -72,8 +73,9 @@ def _jittered_cholesky(K: tf.Tensor, jitter: tf.Tensor) -> Tuple[tf.Tensor, Call
         extra = tf.constant(JITTER_ESCALATION, dtype=K.dtype) * scale + jitter
         # All candidate jitters in one batched factorisation: no loop to trace, and this branch
         # only runs when the first attempt has failed.
-        trials = tf.linalg.cholesky(K[None] + extra[:, None, None] * eye)
-        succeeded = tf.reduce_all(tf.math.is_finite(tf.linalg.diag_part(trials)), axis=-1)
+        trials = tf.linalg.cholesky(K[None] + tf.reshape(extra, [-1] + [1] * K.shape.rank) * eye)
+        finite = tf.math.is_finite(tf.linalg.diag_part(trials))
+        succeeded = tf.reduce_all(tf.reshape(finite, [len(JITTER_ESCALATION), -1]), axis=1)
         # The first success; 0 if none succeeded, which leaves a non-finite factor.
         return tf.gather(trials, tf.argmax(tf.cast(succeeded, tf.int32)))
 
@@ -85,7 +87,7 @@ def _jittered_cholesky(K: tf.Tensor, jitter: tf.Tensor) -> Tuple[tf.Tensor, Call
     return L, gradient
 
 
-@check_shapes("L: [M, M]", "dL: [M, M]", "return: [M, M]")
+@check_shapes("L: [batch..., M, M]", "dL: [batch..., M, M]", "return: [batch..., M, M]")
 def cholesky_gradient(L: tf.Tensor, dL: tf.Tensor) -> tf.Tensor:
     """
     The gradient in a symmetric A of a function of L = chol(A), given its gradient ``dL`` in L
@@ -96,8 +98,8 @@ def cholesky_gradient(L: tf.Tensor, dL: tf.Tensor) -> tf.Tensor:
     P = tf.linalg.band_part(tf.matmul(L, dL, transpose_a=True), -1, 0)  # dL's upper part drops out
     P = tf.linalg.set_diag(P, 0.5 * tf.linalg.diag_part(P))
     Y = tf.linalg.triangular_solve(L, P, lower=True, adjoint=True)  # L⁻ᵀ P
-    St = tf.linalg.triangular_solve(L, tf.transpose(Y), lower=True, adjoint=True)  # Sᵀ
-    return 0.5 * (St + tf.transpose(St))
+    St = tf.linalg.triangular_solve(L, tf.linalg.matrix_transpose(Y), lower=True, adjoint=True)
+    return 0.5 * (St + tf.linalg.matrix_transpose(St))  # St = Sᵀ
 
 
 def is_finite_factor(L: tf.Tensor) -> tf.Tensor:
@@ -111,10 +113,10 @@ def is_factorisable(K: tf.Tensor) -> tf.Tensor:
     return is_finite_factor(escalating_cholesky(tf.stop_gradient(K)))
 
 
-@check_shapes("B: [M, M]", "return: [M, M]")
+@check_shapes("B: [batch..., M, M]", "return: [batch..., M, M]")
 def checked_cholesky(B: tf.Tensor, *, what: str) -> tf.Tensor:
     """
-    chol(B) for a matrix that is positive definite by construction (such as B = I + A W Aᵀ with
+    chol(B) for a matrix (or a batch of them) that is positive definite by construction (such as B = I + A W Aᵀ with
     w > 0), raising ``tf.errors.InvalidArgumentError`` naming ``what`` if it is not: no jitter is
     added, because needing it means the inputs are wrong, not that rounding bit.
     """

@@ -12,28 +12,33 @@ pseudo-targets bᵢ/wᵢ, plus the sites' constants. In the whitened frame, B = 
 c = LB⁻¹ A b give
 
     ½ bᵀ Knm (Kmm + Kmn W Knm)⁻¹ Kmn b = ½ ‖c‖²,     ½ log|Kmm| − ½ log|Kmm + Kmn W Knm| = −Σ log diag LB.
+
+For L latent functions with sites of their own the bound is the sum of L such bounds, one B_l and
+c_l each: the factors are batched ([L, M, M] and [M, L]) and every term is summed over l.
 """
 
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import tensorflow as tf
 from check_shapes import check_shapes
 
 from ..types import SiteStatistics
 from .cholesky import checked_cholesky
+from .statistics import latent_batch, latent_columns
 
 
 class CollapsedFactors(NamedTuple):
-    """The two factors every closed-form quantity is built from."""
+    """The two factors every closed-form quantity is built from, one of each per latent function."""
 
     LB: tf.Tensor
-    """LB = chol(B), B = I + A W Aᵀ, shape [M, M]."""
+    """LB_l = chol(B_l), B_l = I + A W_l Aᵀ, shape [L, M, M]."""
     c: tf.Tensor
-    """c = LB⁻¹ A b, shape [M, 1]."""
+    """c_l = LB_l⁻¹ A b_l as the columns of [M, L]."""
 
 
 class CollapsedBound(NamedTuple):
-    """The collapsed bound as its named terms; :attr:`total` is their sum."""
+    """The collapsed bound as its named terms, each summed over the latent functions; :attr:`total`
+    is their sum."""
 
     sum_a: tf.Tensor
     """Σᵢ aᵢ: the sites' constants."""
@@ -50,63 +55,53 @@ class CollapsedBound(NamedTuple):
 
 
 @check_shapes(
-    "precision: [M, M]",
-    "eta1: [M, 1]",
-    "return.LB: [M, M]",
-    "return.c: [M, 1]",
+    "precision: [L, M, M]",
+    "eta1: [M, L]",
+    "return.LB: [L, M, M]",
+    "return.c: [M, L]",
 )
 def gaussian_factors(precision: tf.Tensor, eta1: tf.Tensor, *, what: str) -> CollapsedFactors:
     """
-    The factors of a Gaussian on v given by its natural parameters, precision Λ and η₁ = Λ·mean:
-    LB = chol(Λ) and c = LB⁻¹ η₁, so that mean = LB⁻ᵀ c and ½ η₁ᵀ Λ⁻¹ η₁ = ½ ‖c‖².
+    The factors of L Gaussians on v given by their natural parameters, precisions Λ_l and
+    η₁ = Λ_l·mean_l: LB_l = chol(Λ_l) and c_l = LB_l⁻¹ η₁_l, so that mean_l = LB_l⁻ᵀ c_l and
+    ½ η₁_lᵀ Λ_l⁻¹ η₁_l = ½ ‖c_l‖².
 
     The optimal q(v) for some sites is the case Λ = B = I + A W Aᵀ, η₁ = A b; a natural-gradient
     step (:mod:`gpflow_fastvi.gaussian.natural`) produces other Λ and η₁ of the same kind.
     """
     LB = checked_cholesky(precision, what=what)
-    c = tf.linalg.triangular_solve(LB, eta1, lower=True)  # c = LB⁻¹ η₁
-    return CollapsedFactors(LB=LB, c=c)
+    c = tf.linalg.triangular_solve(LB, latent_batch(eta1), lower=True)  # c = LB⁻¹ η₁
+    return CollapsedFactors(LB=LB, c=latent_columns(c))
 
 
 @check_shapes(
-    "stats.AWAt: [M, M]",
-    "stats.Ab: [M, 1]",
-    "return.LB: [M, M]",
-    "return.c: [M, 1]",
+    "stats.AWAt: [L, M, M]",
+    "stats.Ab: [M, L]",
+    "return.LB: [L, M, M]",
+    "return.c: [M, L]",
 )
 def collapsed_factors(stats: SiteStatistics) -> CollapsedFactors:
-    """LB = chol(I + A W Aᵀ) and c = LB⁻¹ A b from the site statistics."""
-    M = tf.shape(stats.AWAt)[0]
+    """LB = chol(I + A W Aᵀ) and c = LB⁻¹ A b from the site statistics, per latent function."""
+    M = tf.shape(stats.AWAt)[-1]
     # B = I + A W Aᵀ, positive definite for w ≥ 0: the precision of the optimal q(v)
     B = tf.eye(M, dtype=stats.AWAt.dtype) + stats.AWAt
     return gaussian_factors(B, stats.Ab, what="B = I + A W Aᵀ")
 
 
 @check_shapes(
-    "stats.AWAt: [M, M]",
-    "factors.LB: [M, M]",
-    "factors.c: [M, 1]",
+    "stats.AWAt: [L, M, M]",
+    "factors.LB: [L, M, M]",
+    "factors.c: [M, L]",
     "return.sum_a: []",
     "return.quad_term: []",
     "return.logdet_term: []",
     "return.trace_term: []",
 )
 def collapsed_bound(stats: SiteStatistics, factors: CollapsedFactors) -> CollapsedBound:
-    """The collapsed bound of the module docstring, term by term."""
+    """The collapsed bound of the module docstring, term by term, summed over the latent functions."""
     return CollapsedBound(
         sum_a=stats.sum_a,
         quad_term=0.5 * tf.reduce_sum(tf.square(factors.c)),
         logdet_term=-tf.reduce_sum(tf.math.log(tf.linalg.diag_part(factors.LB))),
         trace_term=-0.5 * stats.trace,
     )
-
-
-def summed_bound(
-    stats: Sequence[SiteStatistics], factors: Sequence[CollapsedFactors]
-) -> CollapsedBound:
-    """The collapsed bound of several latent functions, each with its own statistics and factors:
-    :func:`collapsed_bound` of each, every term summed over them (the bound of one is itself)."""
-    bounds = [collapsed_bound(s, f) for s, f in zip(stats, factors)]
-    if len(bounds) == 1:
-        return bounds[0]
-    return CollapsedBound(*(tf.add_n(list(terms)) for terms in zip(*bounds)))

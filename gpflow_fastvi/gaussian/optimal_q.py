@@ -20,54 +20,69 @@ from check_shapes import check_shapes
 
 from .cholesky import checked_cholesky
 from .collapsed import CollapsedFactors
-from .statistics import projected_marginals, triangular_inverse
+from .statistics import latent_batch, latent_columns, projected_marginals, triangular_inverse
 
 
 @check_shapes(
-    "factors.LB: [M, M]",
-    "factors.c: [M, 1]",
+    "factors.LB: [L, M, M]",
+    "factors.c: [M, L]",
+    "return[0]: [M, L]",
+    "return[1]: [L, M, M]",
+)
+def optimal_whitened_q(factors: CollapsedFactors) -> Tuple[tf.Tensor, tf.Tensor]:
+    """
+    The Gaussians q(v_l) = N(m_l, R_l R_lᵀ) with precisions LB_l LB_lᵀ and means LB_l⁻ᵀ c_l, as
+    ``(m [M, L], R [L, M, M])`` with R lower triangular (module docstring).
+    """
+    LB, c = factors
+    M = tf.shape(LB)[-1]
+    mean = tf.linalg.triangular_solve(LB, latent_batch(c), lower=True, adjoint=True)  # LB⁻ᵀ c
+    B = tf.linalg.matmul(LB, LB, transpose_b=True)  # B = LB LBᵀ
+    P = checked_cholesky(tf.reverse(B, axis=[-2, -1]), what="J B J")  # J B J = P Pᵀ
+    P_inv = tf.linalg.triangular_solve(P, tf.eye(M, dtype=B.dtype), lower=True)  # P⁻¹
+    R = tf.reverse(tf.linalg.matrix_transpose(P_inv), axis=[-2, -1])  # J P⁻ᵀ J, lower
+    return latent_columns(mean), R
+
+
+@check_shapes(
+    "factors.LB: [L, M, M]",
+    "factors.c: [M, L]",
     "L: [M, M]",
-    "return[0]: [M, 1]",
-    "return[1]: [1, M, M]",
+    "return[0]: [M, L]",
+    "return[1]: [L, M, M]",
 )
 def optimal_q(factors: CollapsedFactors, L: tf.Tensor, whiten: bool) -> Tuple[tf.Tensor, tf.Tensor]:
     """
-    The optimal q(u) as GPflow's ``(q_mu, q_sqrt)`` for a single latent GP.
+    The optimal q(u) of each latent function as GPflow's ``(q_mu [M, L], q_sqrt [L, M, M])``.
 
     :param whiten: return q(v) for u = L v, as :class:`gpflow.models.SVGP` stores it when
         ``whiten=True``; otherwise q(u) itself.
     """
-    LB, c = factors
-    M = tf.shape(LB)[0]
-    q_mu = tf.linalg.triangular_solve(LB, c, lower=True, adjoint=True)  # LB⁻ᵀ c = B⁻¹ A b   [M, 1]
-    B = tf.linalg.matmul(LB, LB, transpose_b=True)  # B = LB LBᵀ
-    P = checked_cholesky(tf.reverse(B, axis=[0, 1]), what="J B J")  # J B J = P Pᵀ
-    P_inv = tf.linalg.triangular_solve(P, tf.eye(M, dtype=B.dtype), lower=True)  # P⁻¹
-    q_sqrt = tf.reverse(tf.transpose(P_inv), axis=[0, 1])  # R = J P⁻ᵀ J, lower, R Rᵀ = B⁻¹
+    q_mu, q_sqrt = optimal_whitened_q(factors)  # B⁻¹ A b and a square root of B⁻¹
     if not whiten:
         q_mu = tf.linalg.matmul(L, q_mu)  # μ = L μᵥ
         q_sqrt = tf.linalg.matmul(L, q_sqrt)  # L R, lower triangular
-    return q_mu, q_sqrt[None]
+    return q_mu, q_sqrt
 
 
 @check_shapes(
     "A: [M, N]",
     "Ktilde_diag: [N]",
-    "factors.LB: [M, M]",
-    "factors.c: [M, 1]",
-    "return[0]: [N, 1]",
-    "return[1]: [N, 1]",
+    "factors.LB: [L, M, M]",
+    "factors.c: [M, L]",
+    "return[0]: [N, L]",
+    "return[1]: [N, L]",
 )
 def optimal_marginals(
     A: tf.Tensor, Ktilde_diag: tf.Tensor, factors: CollapsedFactors
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """
-    Mean and variance of gᵢ under the optimal q(u), at the points whose projection is A = L⁻¹ Kmn
-    (:func:`~gpflow_fastvi.gaussian.statistics.projected_marginals` with S = LB⁻¹):
+    Mean and variance of g_il under the optimal q(u), at the points whose projection is
+    A = L⁻¹ Kmn (:func:`~gpflow_fastvi.gaussian.statistics.projected_marginals` with S = LB⁻¹):
 
-        E[gᵢ] = aᵢᵀ LB⁻ᵀ c,      Var[gᵢ] = K̃ᵢᵢ + ‖LB⁻¹ aᵢ‖²,      K̃ᵢᵢ = Knn,ᵢᵢ − ‖aᵢ‖².
+        E[g_il] = aᵢᵀ LB_l⁻ᵀ c_l,      Var[g_il] = K̃ᵢᵢ + ‖LB_l⁻¹ aᵢ‖²,      K̃ᵢᵢ = Knn,ᵢᵢ − ‖aᵢ‖².
     """
     LB, c = factors
-    mean_v = tf.linalg.triangular_solve(LB, c, lower=True, adjoint=True)  # LB⁻ᵀ c
-    LB_inv_A = tf.linalg.matmul(triangular_inverse(LB), A)  # LB⁻¹ A, as a product   [M, N]
-    return projected_marginals(A, Ktilde_diag, mean_v, LB_inv_A)
+    mean_v = tf.linalg.triangular_solve(LB, latent_batch(c), lower=True, adjoint=True)  # LB⁻ᵀ c
+    LB_inv_A = tf.linalg.matmul(triangular_inverse(LB), A)  # LB⁻¹ A, as a product   [L, M, N]
+    return projected_marginals(A, Ktilde_diag, latent_columns(mean_v), LB_inv_A)

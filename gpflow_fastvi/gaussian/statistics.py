@@ -5,7 +5,11 @@ With L = chol(Kmm) and A = L⁻¹ Kmn, a set of sites (a, b, w) on the zero-mean
 
     A W Aᵀ [M, M],   A b [M, 1],   Σ aᵢ,   Σ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ),    Qnn,ᵢᵢ = ‖A[:, i]‖²,
 
-all sums over data points. They are the statistics Kmn W Knm and Kmn b of the design notes written in
+all sums over data points. For L latent functions the sites are [N, L], one column each, and
+the statistics are held as GPflow holds q(u): A W_l Aᵀ stacked [L, M, M], A b_l as the columns
+of [M, L], the two scalars summed over l. Every function here and in the rest of the package
+works on that layout with batched linear algebra, so a model of C classes runs the same graph as
+a binary one, with a batch dimension of C instead of 1. They are the statistics Kmn W Knm and Kmn b of the design notes written in
 the frame whitened by L, where Kmm becomes I: the collapsed bound and the optimal q(u) then need only
 one more Cholesky factor, LB = chol(I + A W Aᵀ), and never the ill-conditioned Kmm + Kmn W Knm.
 """
@@ -30,11 +34,11 @@ def kmm_cholesky(
     return robust_cholesky(Kmm, what="Kmm")
 
 
-@check_shapes("L: [M, M]", "return: [M, M]")
+@check_shapes("L: [batch..., M, M]", "return: [batch..., M, M]")
 def triangular_inverse(L: tf.Tensor) -> tf.Tensor:
     """
-    L⁻¹ of a lower-triangular factor L, by one triangular solve against the identity (it is
-    lower triangular, with exact zeros above the diagonal).
+    L⁻¹ of a lower-triangular factor L (or of each of a batch of them), by one triangular solve
+    against the identity (it is lower triangular, with exact zeros above the diagonal).
 
     It is there to be *applied* to the N columns of a batch as a matrix product, L⁻¹ Kmn, instead
     of solving L A = Kmn with N right-hand sides. On CPU TensorFlow's triangular solve with many
@@ -45,7 +49,7 @@ def triangular_inverse(L: tf.Tensor) -> tf.Tensor:
     (relative), its θ-gradient to 10⁻⁷, which the tests check (2·10⁻¹³ for the bound, measured at
     cond(Kmm) = 5·10¹⁰). The O(M³) solve is cheap beside the O(N M²) product.
     """
-    M = tf.shape(L)[0]
+    M = tf.shape(L)[-1]
     return tf.linalg.triangular_solve(L, tf.eye(M, dtype=L.dtype), lower=True)
 
 
@@ -108,29 +112,43 @@ def unexplained_variance(A: tf.Tensor, Knn_diag: tf.Tensor) -> tf.Tensor:
     return tf.maximum(Knn_diag - tf.reduce_sum(tf.square(A), axis=0), 0.0)
 
 
+@check_shapes("v: [M, L]", "return: [L, M, 1]")
+def latent_batch(v: tf.Tensor) -> tf.Tensor:
+    """The columns of ``v`` [M, L], one per latent function (GPflow's layout of ``q_mu``), as a
+    batch of L column vectors [L, M, 1], the layout of batched solves and products."""
+    return tf.transpose(v)[:, :, None]
+
+
+@check_shapes("v: [L, M, 1]", "return: [M, L]")
+def latent_columns(v: tf.Tensor) -> tf.Tensor:
+    """The inverse of :func:`latent_batch`: a batch of L column vectors as the columns of [M, L]."""
+    return tf.transpose(v[:, :, 0])
+
+
 @check_shapes(
     "A: [M, N]",
     "Ktilde_diag: [N]",
-    "mean: [M, 1]",
-    "root_A: [M, N]",
-    "return[0]: [N, 1]",
-    "return[1]: [N, 1]",
+    "mean: [M, L]",
+    "root_A: [L, M, N]",
+    "return[0]: [N, L]",
+    "return[1]: [N, L]",
 )
 def projected_marginals(
     A: tf.Tensor, Ktilde_diag: tf.Tensor, mean: tf.Tensor, root_A: tf.Tensor
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """
-    Mean and variance of gᵢ = aᵢᵀ v + (the part of gᵢ that u does not explain), for
-    q(v) = N(mean, SᵀS), given the projection A = L⁻¹ Kmn, diag K̃ and ``root_A`` = S A:
+    Mean and variance of g_il = aᵢᵀ v_l + (the part of g_il that u does not explain), for L
+    independent q(v_l) = N(mean_l, S_lᵀ S_l), given the projection A = L⁻¹ Kmn, diag K̃ and
+    ``root_A`` = S_l A, stacked:
 
-        E[gᵢ] = aᵢᵀ mean,      Var[gᵢ] = K̃ᵢᵢ + ‖S aᵢ‖²,      K̃ᵢᵢ = Knn,ᵢᵢ − ‖aᵢ‖².
+        E[g_il] = aᵢᵀ mean_l,      Var[g_il] = K̃ᵢᵢ + ‖S_l aᵢ‖²,      K̃ᵢᵢ = Knn,ᵢᵢ − ‖aᵢ‖².
 
     The one formula for marginals; callers differ only in the square root S they have at hand
     (Rᵀ for a stored q(v) = N(m, R Rᵀ), LB⁻¹ for the optimal q(v) with precision LB LBᵀ).
     """
-    Gmu = tf.linalg.matmul(A, mean, transpose_a=True)  # Aᵀ mean                            [N, 1]
-    Gvar = Ktilde_diag + tf.reduce_sum(tf.square(root_A), axis=0)
-    return Gmu, Gvar[:, None]
+    Gmu = tf.linalg.matmul(A, mean, transpose_a=True)  # Aᵀ mean                            [N, L]
+    Gvar = Ktilde_diag[:, None] + tf.transpose(tf.reduce_sum(tf.square(root_A), axis=-2))
+    return Gmu, Gvar
 
 
 @check_shapes(
@@ -154,29 +172,34 @@ def shift_sites(sites: Sites, prior_mean: tf.Tensor) -> Sites:
 @check_shapes(
     "projection.A: [M, N]",
     "projection.Ktilde_diag: [N]",
-    "sites.a: [N, 1]",
-    "sites.b: [N, 1]",
-    "sites.w: [N, 1]",
-    "return.AWAt: [M, M]",
-    "return.Ab: [M, 1]",
+    "sites.a: [N, L]",
+    "sites.b: [N, L]",
+    "sites.w: [N, L]",
+    "return.AWAt: [L, M, M]",
+    "return.Ab: [M, L]",
     "return.sum_a: []",
     "return.trace: []",
 )
 def statistics_from_projection(projection: Projection, sites: Sites) -> SiteStatistics:
     r"""
-    The site statistics of one batch (module docstring), given its projection.
+    The site statistics of one batch (module docstring), given its projection, for the L latent
+    functions of the sites' columns at once: A W_l Aᵀ for each (a batched product, N·M² each),
+    A b_l as one product, and Σ a and the trace summed over all of them. A is shared.
 
     The gradient is written by hand and goes to Kmn, L and diag Knn directly, not through A. For
-    upstream gradients P̄, ḡ and t̄ of A W Aᵀ, A b and the trace (S = (P̄ + P̄ᵀ)/2), A receives
+    upstream gradients P̄_l, ḡ_l and t̄ of A W_l Aᵀ, A b_l and the trace (S_l = (P̄_l + P̄_lᵀ)/2),
+    A receives
 
-        Ā = 2 (S − t̄ I) A W + ḡ bᵀ    (W restricted to the points with K̃ᵢᵢ > 0 in the t̄ term),
+        Ā = Σ_l 2 (S_l − t̄ I) A W_l + Σ_l ḡ_l b_lᵀ    (W_l restricted to the points with K̃ᵢᵢ > 0
+                                                        in the t̄ term),
 
     and since Kmn = L A, the two products that autodiff would take with this N-column matrix fold
-    into M × M algebra: L̄ = −tril(L⁻ᵀ Ā Aᵀ) with Ā Aᵀ = 2 (S − t̄ I) A W Aᵀ + ḡ (A b)ᵀ, and
-    K̄mn = L⁻ᵀ Ā = (H A) W + (L⁻ᵀ ḡ) bᵀ with H = 2 L⁻ᵀ (S − t̄ I). The backward pass then costs one
-    N·M² product where autodiff through A W Aᵀ and A = L⁻¹ Kmn took three. The site gradients
-    are w̄ᵢ = aᵢᵀ S aᵢ + t̄ K̃ᵢᵢ (one more such product, pruned from a graph that does not use it),
-    b̄ = Aᵀ ḡ and āᵢ = the upstream of Σ aᵢ. A and diag K̃ themselves receive no gradient: theirs
+    into M × M algebra: L̄ = −tril(L⁻ᵀ Ā Aᵀ) with
+    Ā Aᵀ = Σ_l 2 (S_l − t̄ I) A W_l Aᵀ + Ḡ (A b)ᵀ, and K̄mn = L⁻ᵀ Ā = Σ_l (H_l A) W_l + (L⁻ᵀ Ḡ) bᵀ
+    with H_l = 2 L⁻ᵀ (S_l − t̄ I). The backward pass then costs one N·M² product per latent
+    function where autodiff through A W Aᵀ and A = L⁻¹ Kmn took three. The site gradients are
+    w̄_il = aᵢᵀ S_l aᵢ + t̄ K̃ᵢᵢ (one more such product, pruned from a graph that does not use it),
+    b̄ = Aᵀ Ḡ and ā_il = the upstream of Σ a. A and diag K̃ themselves receive no gradient: theirs
     has been passed on to what they are made of.
     """
     A, Ktilde_diag, Kmn, L, Knn_diag = projection
@@ -185,34 +208,36 @@ def statistics_from_projection(projection: Projection, sites: Sites) -> SiteStat
     def statistics(
         Kmn: tf.Tensor, L: tf.Tensor, Knn_diag: tf.Tensor, a: tf.Tensor, b: tf.Tensor, w: tf.Tensor
     ):
-        AW = A * w  # A W                                                                  [M, N]
-        AWAt = tf.linalg.matmul(AW, A, transpose_b=True)  # A W Aᵀ                         [M, M]
-        Ab = tf.linalg.matmul(A, b)  # A b                                                 [M, 1]
-        trace = tf.reduce_sum(w * Ktilde_diag)  # Σ wᵢ (Knn,ᵢᵢ − Qnn,ᵢᵢ)
+        AW = A * tf.transpose(w)[:, None, :]  # A W_l                                   [L, M, N]
+        AWAt = tf.linalg.matmul(AW, A, transpose_b=True)  # A W_l Aᵀ                    [L, M, M]
+        Ab = tf.linalg.matmul(A, b)  # A b                                                 [M, L]
+        trace = tf.reduce_sum(w * Ktilde_diag[:, None])  # Σᵢ Σ_l w_il (Knn,ᵢᵢ − Qnn,ᵢᵢ)
 
         def gradient(AWAt_bar, Ab_bar, sum_a_bar, trace_bar):
             M = tf.shape(A)[0]
-            S = 0.5 * (AWAt_bar + tf.transpose(AWAt_bar))
-            S_trace = S - trace_bar * tf.eye(M, dtype=A.dtype)  # S − t̄ I
+            eye = tf.eye(M, dtype=A.dtype)
+            S = 0.5 * (AWAt_bar + tf.linalg.matrix_transpose(AWAt_bar))  #              [L, M, M]
             # K̃ᵢᵢ was clamped at 0 where rounding made it negative: no gradient flows there.
             unclamped = Ktilde_diag > 0.0
             explained = tf.cast(unclamped, A.dtype)
             all_unclamped = tf.reduce_all(unclamped)
-            # A W' Aᵀ, W' = W on the unclamped points: A W Aᵀ itself unless some are clamped.
+            w_total = tf.reduce_sum(w, axis=1)  # Σ_l w_il                                    [N]
+            # Σ_l A W'_l Aᵀ, W' = W on the unclamped points: Σ_l A W_l Aᵀ unless some are clamped.
             AWAt_unclamped = tf.cond(
                 all_unclamped,
-                lambda: AWAt,
-                lambda: tf.linalg.matmul(A * (w * explained), A, transpose_b=True),
+                lambda: tf.reduce_sum(AWAt, axis=0),
+                lambda: tf.linalg.matmul(A * (w_total * explained), A, transpose_b=True),
             )
             A_bar_At = (
-                2.0 * tf.linalg.matmul(S, AWAt)
+                2.0 * tf.reduce_sum(tf.linalg.matmul(S, AWAt), axis=0)
                 - 2.0 * trace_bar * AWAt_unclamped
                 + tf.linalg.matmul(Ab_bar, Ab, transpose_b=True)
             )  # Ā Aᵀ                                                                   [M, M]
             L_inv_T = tf.transpose(triangular_inverse(L))
             L_bar = -tf.linalg.band_part(tf.linalg.matmul(L_inv_T, A_bar_At), -1, 0)
-            H = 2.0 * tf.linalg.matmul(L_inv_T, S_trace)
-            Kmn_bar = tf.linalg.matmul(H, A) * w + tf.linalg.matmul(
+            H = 2.0 * tf.linalg.matmul(L_inv_T, S - trace_bar * eye)  #                  [L, M, M]
+            HA_W = tf.reduce_sum(tf.linalg.matmul(H, A) * tf.transpose(w)[:, None, :], axis=0)
+            Kmn_bar = HA_W + tf.linalg.matmul(
                 tf.linalg.matmul(L_inv_T, Ab_bar), b, transpose_b=True
             )
             Kmn_bar = tf.cond(
@@ -220,34 +245,16 @@ def statistics_from_projection(projection: Projection, sites: Sites) -> SiteStat
                 lambda: Kmn_bar,
                 # The t̄ term without the clamped points: add back 2 t̄ L⁻ᵀ A W on them.
                 lambda: Kmn_bar
-                + 2.0 * trace_bar * tf.linalg.matmul(L_inv_T, A) * (w * (1.0 - explained)),
+                + 2.0 * trace_bar * tf.linalg.matmul(L_inv_T, A) * (w_total * (1.0 - explained)),
             )
-            Knn_diag_bar = trace_bar * w * explained
-            SA = tf.linalg.matmul(S, A)
-            w_bar = tf.reduce_sum(A * SA, axis=0) + trace_bar * Ktilde_diag
+            Knn_diag_bar = trace_bar * w_total * explained
+            SA = tf.linalg.matmul(S, A)  #                                               [L, M, N]
+            w_bar = tf.transpose(tf.reduce_sum(A * SA, axis=1)) + trace_bar * Ktilde_diag[:, None]
             b_bar = tf.linalg.matmul(A, Ab_bar, transpose_a=True)
             a_bar = sum_a_bar * tf.ones_like(a)
             return Kmn_bar, L_bar, Knn_diag_bar, a_bar, b_bar, w_bar
 
         return (AWAt, Ab, tf.reduce_sum(a), trace), gradient
 
-    AWAt, Ab, sum_a, trace = statistics(Kmn, L, Knn_diag, sites.a, sites.b, sites.w[:, 0])
+    AWAt, Ab, sum_a, trace = statistics(Kmn, L, Knn_diag, sites.a, sites.b, sites.w)
     return SiteStatistics(AWAt=AWAt, Ab=Ab, sum_a=sum_a, trace=trace)
-
-
-@check_shapes(
-    "projection.A: [M, N]",
-    "projection.Ktilde_diag: [N]",
-    "sites.a: [N, L]",
-    "sites.b: [N, L]",
-    "sites.w: [N, L]",
-)
-def statistics_per_latent(projection: Projection, sites: Sites) -> Tuple[SiteStatistics, ...]:
-    """
-    :func:`statistics_from_projection` of each column of ``sites`` (one per latent function), all
-    from the one projection: A W_l Aᵀ costs N·M² per latent function, A itself is shared.
-    """
-    return tuple(
-        statistics_from_projection(projection, Sites(*(t[:, k : k + 1] for t in sites)))
-        for k in range(sites.b.shape[1])
-    )

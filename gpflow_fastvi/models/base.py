@@ -37,7 +37,7 @@ from gpflow.models import GPModel
 from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from gpflow.utilities import triangular
 
-from ..gaussian import latent_kl
+from ..gaussian import kl_to_prior
 from ..inducing import InducingSpec, set_inducing_trainable
 from ..likelihoods import one_hot_classes
 from ..types import Route
@@ -338,7 +338,7 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         """
         data = self.training_data(data)
         var_exp = self.sum_over_data(expected_log_likelihood, data, (), self.batch_size)
-        kl = latent_kl(self.whitened_latents(self.q_mu, self.q_sqrt, self.Kmm_cholesky()))
+        kl = kl_to_prior(self.whitened(self.q_mu, self.q_sqrt, self.Kmm_cholesky()))
         scale = 1.0 if isinstance(data, tf.data.Dataset) else self.data_scale(data[0])
         return scale * var_exp - kl
 

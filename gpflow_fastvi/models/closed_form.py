@@ -26,19 +26,18 @@ from gpflow.base import RegressionData
 
 from ..gaussian import (
     CollapsedBound,
+    WhitenedQ,
+    collapsed_bound,
     collapsed_factors,
-    concat_latents,
     expected_sites,
-    flat_latents,
-    latent_kl,
-    latent_marginals,
-    latent_pairs,
+    kl_to_prior,
     map_over_batches,
+    marginals,
     optimal_q,
+    optimal_whitened_q,
     shift_sites,
-    statistics_per_latent,
+    statistics_from_projection,
     stored_q,
-    summed_bound,
 )
 from ..types import Sites, SiteStatistics, SteppedSites
 from ..validation import positive_int
@@ -88,9 +87,9 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
     ) -> SiteParameters:
         """
         The local parameters that are optimal for the marginals, at the points X (whose
-        ``projection`` is given), of q(v_l) = N(m_l, R_l R_lᵀ) whitened by the projection's Kmm
-        factor, given flat as ``q`` = (m_1, R_1, m_2, R_2, …): the sites a closed-form step reads
-        off a q(u). Held fixed: no gradient.
+        ``projection`` is given), of q(v) whitened by the projection's Kmm factor, given as its
+        tensors ``q`` = (m, R): the sites a closed-form step reads off a q(u). Held fixed: no
+        gradient.
         """
         Fmu, Fvar = self.held_marginals(X, projection, q)
         return tuple(tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar))
@@ -99,11 +98,11 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         self, X: tf.Tensor, projection: Any, q: Tuple[tf.Tensor, ...]
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         """The marginals q(fᵢ) = N(Fmu, Fvar) [N, L] at the points X (whose ``projection`` is
-        given) of q(v_l) = N(m_l, R_l R_lᵀ), ``q`` flat as above, held fixed: no gradient."""
-        Gmu, Fvar = latent_marginals(
+        given) of q(v), given as its tensors (m, R), held fixed: no gradient."""
+        Gmu, Fvar = marginals(
             tf.stop_gradient(projection.A),
             tf.stop_gradient(projection.Ktilde_diag),
-            latent_pairs(q),
+            WhitenedQ(*q),
         )
         return tf.stop_gradient(Gmu + self.mean_function(X)), tf.stop_gradient(Fvar)
 
@@ -114,12 +113,12 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         projection: Any,
         rule: Callable[..., Sites],
         site_parameters: SiteParameters,
-    ) -> Tuple[SiteStatistics, ...]:
+    ) -> SiteStatistics:
         """The statistics of the sites by ``rule`` with the given local parameters at the points X
-        (whose ``projection`` is given), moved onto the zero-mean process g = f − μ(X): one per
-        latent function, from the one projection."""
+        (whose ``projection`` is given), moved onto the zero-mean process g = f − μ(X), for every
+        latent function from the one projection."""
         sites = shift_sites(rule(X, Y, *site_parameters), self.mean_function(X))
-        return statistics_per_latent(projection, sites)
+        return statistics_from_projection(projection, sites)
 
     def pass_statistics(
         self,
@@ -128,13 +127,13 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         rule: Callable[..., Sites],
         projection: Optional[Any] = None,
         q: Optional[Tuple[tf.Tensor, ...]] = None,
-    ) -> Tuple[SiteStatistics, ...]:
+    ) -> SiteStatistics:
         """
         One pass (module docstring): the statistics of the sites, by ``rule``, whose local
         parameters are optimal for the marginals of the stored q(u) (read where it was set,
-        :class:`~gpflow_fastvi.models.q_frame.QFrame`), or of ``q`` = (m_1, R_1, …),
-        q(v_l) = N(m_l, R_l R_lᵀ) whitened by ``L``, in batches of :attr:`batch_size`; one per
-        latent function. Differentiable in θ with the local parameters held fixed.
+        :class:`~gpflow_fastvi.models.q_frame.QFrame`), or of ``q`` = (m, R), q(v) whitened by
+        ``L``, in batches of :attr:`batch_size`. Differentiable in θ with the local parameters
+        held fixed.
 
         :param projection: A and diag K̃ of all the data when the caller has them already
             (without batches, where it saves the projection, the dearest part of a pass).
@@ -143,7 +142,7 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
 
         def batch_statistics(
             X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, *q: tf.Tensor
-        ) -> Tuple[SiteStatistics, ...]:
+        ) -> SiteStatistics:
             batch_projection = projection if projection is not None else self.projection(X, L)
             if q:
                 params = self.read_site_parameters(X, Y, batch_projection, *q)
@@ -184,7 +183,7 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         L = self.Kmm_cholesky()
         in_memory = self.steps_in_memory(data, site_parameters)
         projection = self.projection(data[0], L) if in_memory else None
-        q: Optional[Tuple[tf.Tensor, ...]] = None  # the first pass reads the stored q(u)
+        q: Optional[WhitenedQ] = None  # the first pass reads the stored q(u)
         for step in range(num_updates):
             last = step == num_updates - 1
             rule = self.site_rule if last else self.step_rule
@@ -194,16 +193,15 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
                 stats = self.site_statistics(X, Y, projection, rule, params)
             else:
                 stats = self.pass_statistics(data, L, rule, projection, q)
-            factors = [collapsed_factors(s) for s in stats]
-            optimal = [optimal_q(f, L, whiten=True) for f in factors]
-            q = flat_latents([(m, R[0]) for m, R in optimal])  # what the next pass reads
-        q_mu, q_sqrt = concat_latents([stored_q(m, R[0], L, self.whiten) for m, R in optimal])
+            factors = collapsed_factors(stats)
+            q = WhitenedQ(*optimal_whitened_q(factors))  # what the next pass reads
+        assert q is not None  # num_updates ≥ 1
+        q_mu, q_sqrt = stored_q(q, L, self.whiten)
         next_parameters: SiteParameters = ()
         yardstick = None
         if site_parameters is not None:
             # The sites of the new q(u), read where it is set: those the next step starts from.
             X, Y = self.arrays_of(data, "site_parameters")
-            assert q is not None  # set by the passes above
             Fmu, Fvar = self.held_marginals(X, projection, q)
             next_parameters = tuple(
                 tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar)
@@ -211,9 +209,9 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
             if not self.objective_is_bound:
                 # fit's watch needs the SVGP ELBO of the q(u) it adopts: its marginals are here.
                 expected = tf.reduce_sum(self.expected_log_density(X, Y, Fmu, Fvar))
-                yardstick = self.data_scale(X) * expected - latent_kl(latent_pairs(q))
+                yardstick = self.data_scale(X) * expected - kl_to_prior(q)
         return SteppedSites(
-            objective=summed_bound(stats, factors).total,
+            objective=collapsed_bound(stats, factors).total,
             q_mu=tf.stop_gradient(q_mu),
             q_sqrt=tf.stop_gradient(q_sqrt),
             site_parameters=next_parameters,
@@ -289,13 +287,10 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
 
     def fixed_site_statistics(
         self, X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, site_parameters: SiteParameters
-    ) -> Tuple[SiteStatistics, ...]:
-        """The statistics of the sites with the given local parameters (each [N, L]), one per
-        latent function."""
+    ) -> SiteStatistics:
+        """The statistics of the sites with the given local parameters (each [N, L])."""
 
-        def batch_statistics(
-            X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor
-        ) -> Tuple[SiteStatistics, ...]:
+        def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
             *params, L = rest
             return self.site_statistics(X, Y, self.projection(X, L), self.site_rule, tuple(params))
 
@@ -317,7 +312,7 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         else:
             X, Y = self.arrays_of(data, "site_parameters")
             stats = self.fixed_site_statistics(X, Y, L, site_parameters)
-        return summed_bound(stats, [collapsed_factors(s) for s in stats])
+        return collapsed_bound(stats, collapsed_factors(stats))
 
     def update_q(
         self,
@@ -334,10 +329,10 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         X, Y = self.arrays_of(self.training_data(data), "site_parameters")
         L = self.Kmm_cholesky()
         stats = self.fixed_site_statistics(X, Y, L, site_parameters)
-        factors = [collapsed_factors(s) for s in stats]
-        q_mu, q_sqrt = concat_latents([optimal_q(f, L, self.whiten) for f in factors])
+        factors = collapsed_factors(stats)
+        q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
         self.store_q(tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt))
-        return summed_bound(stats, factors).total
+        return collapsed_bound(stats, factors).total
 
     def objective(
         self,
@@ -362,26 +357,22 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         """
         data = self.training_data(data)
         L = self.Kmm_cholesky()
-        latents = self.whitened_latents(self.q_mu, self.q_sqrt, L)
-        flat = flat_latents(latents)
-        count = len(flat)
+        q = self.whitened(self.q_mu, self.q_sqrt, L)
 
         def batch_expectation(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> tf.Tensor:
-            params, L, q = rest[: -count - 1], rest[-count - 1], rest[-count:]
+            *params, L, m, R = rest
             A, Ktilde_diag, *_ = self.projection(X, L)
-            Gmu, Fvar = latent_marginals(A, Ktilde_diag, latent_pairs(q))
+            Gmu, Fvar = marginals(A, Ktilde_diag, WhitenedQ(m, R))
             Fmu = Gmu + self.mean_function(X)
             if not params:
-                params = tuple(
+                params = [
                     tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar)
-                )
+                ]
             return tf.reduce_sum(expected_sites(self.site_rule(X, Y, *params), Fmu, Fvar))
 
         if site_parameters is None:
-            expectation = self.sum_over_data(batch_expectation, data, (L, *flat), self.batch_size)
+            expectation = self.sum_over_data(batch_expectation, data, (L, *q), self.batch_size)
         else:
             tensors = (*self.arrays_of(data, "site_parameters"), *site_parameters)
-            expectation = self.sum_over_data(
-                batch_expectation, tensors, (L, *flat), self.batch_size
-            )
-        return expectation - latent_kl(latents)
+            expectation = self.sum_over_data(batch_expectation, tensors, (L, *q), self.batch_size)
+        return expectation - kl_to_prior(q)

@@ -5,7 +5,7 @@ closed-form optimum in natural parameters (:mod:`gpflow_fastvi.gaussian.natural`
 batch's estimate of the sites' ELBO, from the same projection of the batch.
 """
 
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Optional, Tuple
 
 import tensorflow as tf
 from gpflow.base import RegressionData
@@ -14,9 +14,7 @@ from ..distribution import sum_and_gradient_over_replicas
 from ..gaussian import (
     NaturalParameters,
     Projection,
-    concat_latents,
-    flat_latents,
-    latent_pairs,
+    WhitenedQ,
     natural_gradient_parameters,
     q_from_natural,
     sites_elbo,
@@ -35,7 +33,7 @@ class NaturalGradientStep(SitePredictions):
     batch ELBO it returns, written once for every model and for any number L of latent functions
     (``num_latent_gps``; one for every binary or scalar likelihood, C for C classes): one factor
     L = chol(Kmm) and one projection A = L⁻¹Kmn per pass, shared by the latent functions; each has
-    its own q(u_l), its own column of sites and its own step.
+    its own q(u_l), its own column of sites and its own step, all taken as one batch.
     """
 
     def batch_sites_elbo(
@@ -56,35 +54,33 @@ class NaturalGradientStep(SitePredictions):
         ``projection`` by L = chol(Kmm) saves projecting it again, where one device makes the
         pass).
         """
-        q = self.whitened_latents(q_mu, q_sqrt, L)
-        total = self.sum_over_projected_rows(
-            self.rows_expected_sites, X, Y, L, flat_latents(q), projection
-        )
+        q = self.whitened(q_mu, q_sqrt, L)
+        total = self.sum_over_projected_rows(self.rows_expected_sites, X, Y, L, q, projection)
         return sites_elbo(total, q, self.data_scale(X))
 
     def rows_expected_sites(
         self, X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
     ) -> tf.Tensor:
         """Σᵢ Σ_l E_q[a_il + b_il f_il − w_il f_il²/2] over the rows (X, Y) with the given
-        ``projection``, for q(v) given flat as (m_1, R_1, m_2, R_2, …): the sum over points of
+        ``projection``, for q(v) given as its tensors (m, R): the sum over points of
         :meth:`batch_sites_elbo`."""
         return summed_expected_sites(
             projection,
             self.mean_function(X),
-            latent_pairs(q),
+            WhitenedQ(*q),
             lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
         )
 
     def rows_step_statistics(
         self, X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
-    ) -> Tuple[SiteStatistics, ...]:
-        """The statistics of the sites read off q(v), given flat as (m_1, R_1, …), at the rows
-        (X, Y) with the given ``projection``, one per latent function: the sum over points of
+    ) -> SiteStatistics:
+        """The statistics of the sites read off q(v), given as its tensors (m, R), at the rows
+        (X, Y) with the given ``projection``: the sum over points of
         :meth:`natural_gradient_parameters`. Held fixed: no gradient."""
         stats = step_statistics(
             tf.nest.map_structure(tf.stop_gradient, projection),
             tf.stop_gradient(self.mean_function(X)),
-            latent_pairs(q),
+            WhitenedQ(*q),
             lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
         )
         return tf.nest.map_structure(tf.stop_gradient, stats)
@@ -101,10 +97,9 @@ class NaturalGradientStep(SitePredictions):
         q_sqrt: tf.Tensor,
         rho: Any,
         projection: Optional[Projection] = None,
-    ) -> Tuple[NaturalParameters, ...]:
+    ) -> NaturalParameters:
         """
-        The natural parameters of q(v_l) (whitened by L = chol(Kmm)), one per latent function,
-        after a natural-gradient step of size ``rho`` from q(u) = (``q_mu``, ``q_sqrt``) on the
+        The natural parameters of q(v) (whitened by L = chol(Kmm)) after a natural-gradient step of size ``rho`` from q(u) = (``q_mu``, ``q_sqrt``) on the
         batch (X, Y): the sites' local parameters are set for the given q(u)
         (:meth:`local_sites`), their statistics summed by
         :meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_projected_rows` (from the batch's
@@ -114,31 +109,21 @@ class NaturalGradientStep(SitePredictions):
         gradient.
         """
         L = tf.stop_gradient(L)
-        q = tf.nest.map_structure(tf.stop_gradient, self.whitened_latents(q_mu, q_sqrt, L))
-        stats = self.sum_over_projected_rows(
-            self.rows_step_statistics, X, Y, L, flat_latents(q), projection
-        )
-        scale = self.data_scale(X)
+        q = tf.nest.map_structure(tf.stop_gradient, self.whitened(q_mu, q_sqrt, L))
+        stats = self.sum_over_projected_rows(self.rows_step_statistics, X, Y, L, q, projection)
         rho = tf.convert_to_tensor(rho, dtype=L.dtype)
-        natural = tuple(
-            natural_gradient_parameters(m, R, s, scale, rho) for (m, R), s in zip(q, stats)
-        )
+        natural = natural_gradient_parameters(q, stats, self.data_scale(X), rho)
         return tf.nest.map_structure(tf.stop_gradient, natural)
 
     def stored_q_from_natural(
-        self, natural: Sequence[NaturalParameters], L: tf.Tensor
+        self, natural: NaturalParameters, L: tf.Tensor
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         """
         ``(q_mu [M, L], q_sqrt [L, M, M])`` in the stored frame (through L = chol(Kmm)) for the
-        q(v_l) with natural parameters ``natural``, one per latent function. Held fixed: no
-        gradient, in either frame.
+        q(v) with natural parameters ``natural``. Held fixed: no gradient, in either frame.
         """
         L = tf.stop_gradient(L)
-        stored = []
-        for parameters in natural:
-            m, R = q_from_natural(parameters, L, True)
-            stored.append(stored_q(m, R[0], L, self.whiten))
-        return concat_latents(stored)
+        return stored_q(q_from_natural(natural), L, self.whiten)
 
     def natural_gradient_step(self, data: RegressionData, rho: tf.Tensor) -> tf.Tensor:
         """
@@ -176,29 +161,26 @@ class NaturalGradientStep(SitePredictions):
         (:func:`~gpflow_fastvi.distribution.sum_and_gradient_over_replicas`).
         """
         q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
-        q = tf.nest.map_structure(tf.stop_gradient, self.whitened_latents(q_mu, q_sqrt, L))
+        q = tf.nest.map_structure(tf.stop_gradient, self.whitened(q_mu, q_sqrt, L))
         scale = self.data_scale(X)  # of the whole batch, not of a replica's share
         rho = tf.convert_to_tensor(rho, dtype=L.dtype)
 
         def replica_step(X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor) -> Tuple[tf.Tensor, Any]:
             projection = self.projection(X, L)
-            stats = self.rows_step_statistics(X, Y, projection, *flat_latents(q))
+            stats = self.rows_step_statistics(X, Y, projection, *q)
             stats = tf.distribute.get_replica_context().all_reduce(
                 tf.distribute.ReduceOp.SUM, stats
             )
-            natural = [
-                natural_gradient_parameters(m, R, s, scale, rho) for (m, R), s in zip(q, stats)
-            ]
+            natural = natural_gradient_parameters(q, stats, scale, rho)
             new_q = self.stored_q_from_natural(natural, L)  # held fixed
-            new_latents = self.whitened_latents(*new_q, L)
-            return self.rows_expected_sites(X, Y, projection, *flat_latents(new_latents)), new_q
+            return self.rows_expected_sites(X, Y, projection, *self.whitened(*new_q, L)), new_q
 
         # The new q(u) comes back from the replicas, which formed it: no second factorisation.
         expected, (q_mu, q_sqrt) = sum_and_gradient_over_replicas(
             replica_step, (X, Y), strategy, (L,), self.trainable_variables
         )
         self.store_q(q_mu, q_sqrt)
-        return sites_elbo(expected, self.whitened_latents(q_mu, q_sqrt, L), scale)
+        return sites_elbo(expected, self.whitened(q_mu, q_sqrt, L), scale)
 
     def mini_batch_loss_step(self, data: RegressionData) -> tf.Tensor:
         """

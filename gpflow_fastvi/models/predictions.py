@@ -12,13 +12,7 @@ import tensorflow as tf
 from gpflow.base import InputData, MeanAndVariance, RegressionData
 
 from ..exceptions import InvalidDataError
-from ..gaussian import (
-    concat_latents,
-    latent_marginals,
-    marginal_covariance,
-    robust_cholesky,
-    stored_q,
-)
+from ..gaussian import WhitenedQ, marginal_covariance, marginals, robust_cholesky, stored_q
 from ..validation import checked_inputs, inducing_inputs
 from .q_frame import QStorage
 
@@ -55,17 +49,17 @@ class SitePredictions(QStorage):
         whose latent function differs from f̄ overrides (:class:`~gpflow_fastvi.KLCorrected`).
         """
         L = self.Kmm_cholesky()
-        q = self.whitened_latents(self.q_mu, self.q_sqrt, L)
+        q = self.whitened(self.q_mu, self.q_sqrt, L)
         projection = self.projection(Xnew, L)
-        Gmu, var = latent_marginals(projection.A, projection.Ktilde_diag, q)  # [N, L] each
+        Gmu, var = marginals(projection.A, projection.Ktilde_diag, q)  # [N, L] each
         mean = Gmu + self.mean_function(Xnew)
         if full_cov:
             Knn = self.kernel(Xnew, full_cov=True)
-            cov = tf.stack([marginal_covariance(projection.A, Knn, R) for _, R in q])  # [L, N, N]
+            cov = marginal_covariance(projection.A, Knn, q.R)  # [L, N, N]
             if not full_output_cov:
                 return mean, cov
             # Independent latent functions: [N, L, N, L], zero between two of them.
-            eye = tf.eye(len(q), dtype=cov.dtype)
+            eye = tf.eye(self.num_latent_gps, dtype=cov.dtype)
             return mean, tf.einsum("lnm,lk->nlmk", cov, eye)
         return mean, (tf.linalg.diag(var) if full_output_cov else var)  # [N, L, L] or [N, L]
 
@@ -133,18 +127,15 @@ class SitePredictions(QStorage):
                 f"got {list(Z.shape)}."
             )
         L = self.Kmm_cholesky()
-        q = self.whitened_latents(self.q_mu, self.q_sqrt, L)
+        q = self.whitened(self.q_mu, self.q_sqrt, L)
         projection = self.projection(Z, L)
-        Gmu, _ = latent_marginals(projection.A, projection.Ktilde_diag, q)  # [M, L]
-        Kzz = self.kernel(Z)
-        covariances = [marginal_covariance(projection.A, Kzz, R) for _, R in q]
+        Gmu, _ = marginals(projection.A, projection.Ktilde_diag, q)  # [M, L]
+        covariance = marginal_covariance(projection.A, self.kernel(Z), q.R)  # [L, M, M]
         self.inducing_variable.Z.assign(Z)
         L = self.Kmm_cholesky()
-        moved = []
-        for k, covariance in enumerate(covariances):
-            m = tf.linalg.triangular_solve(L, Gmu[:, k : k + 1], lower=True)
-            LinvS = tf.linalg.triangular_solve(L, covariance, lower=True)
-            S = tf.linalg.triangular_solve(L, tf.transpose(LinvS), lower=True)  # L⁻¹ Σ L⁻ᵀ
-            R = robust_cholesky(0.5 * (S + tf.transpose(S)), what="q(u) at the new inducing inputs")
-            moved.append(stored_q(m, R, L, self.whiten))
-        self.store_q(*concat_latents(moved))
+        m = tf.linalg.triangular_solve(L, Gmu, lower=True)
+        LinvS = tf.linalg.triangular_solve(L, covariance, lower=True)
+        S = tf.linalg.triangular_solve(L, tf.linalg.matrix_transpose(LinvS), lower=True)
+        S = 0.5 * (S + tf.linalg.matrix_transpose(S))  # L⁻¹ Σ_l L⁻ᵀ, symmetric to rounding
+        R = robust_cholesky(S, what="q(u) at the new inducing inputs")
+        self.store_q(*stored_q(WhitenedQ(m=m, R=R), L, self.whiten))

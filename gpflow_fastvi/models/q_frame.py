@@ -10,15 +10,7 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 
-from ..gaussian import (
-    LatentQ,
-    flat_latents,
-    kmm_cholesky,
-    latent_marginals,
-    latent_pairs,
-    whitened_projection,
-    whitened_q,
-)
+from ..gaussian import WhitenedQ, kmm_cholesky, marginals, whitened_projection, whitened_q
 from .passes import DataPasses
 
 
@@ -107,14 +99,10 @@ class QStorage(DataPasses):
         self._q_frame = QFrame(self)
         self.remember_built_in_strategy()
 
-    def whitened_latents(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor) -> LatentQ:
-        """GPflow's ``(q_mu [M, L], q_sqrt [L, M, M])`` as q(v_l) = N(m_l, R_l R_lᵀ) per latent
-        function, in the frame whitened by L = chol(Kmm)
-        (:func:`~gpflow_fastvi.gaussian.natural.whitened_q`)."""
-        return [
-            whitened_q(q_mu[:, k : k + 1], q_sqrt[k : k + 1], L, self.whiten)
-            for k in range(self.num_latent_gps)
-        ]
+    def whitened(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor) -> WhitenedQ:
+        """GPflow's ``(q_mu [M, L], q_sqrt [L, M, M])`` as q(v_l) = N(m_l, R_l R_lᵀ) in the frame
+        whitened by L = chol(Kmm) (:func:`~gpflow_fastvi.gaussian.natural.whitened_q`)."""
+        return whitened_q(q_mu, q_sqrt, L, self.whiten)
 
     def store_q(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
         """
@@ -190,8 +178,8 @@ class QStorage(DataPasses):
         The stored q(u) where its sites are read
         (:class:`QFrame`): whether to read it at the frame's
         hyperparameters (the frame belongs to it, and they differ from the current ones),
-        chol(Kmm) there (else at the current ones), and q(v_l) = N(m_l, R_l R_lᵀ) whitened by
-        that factor, flat (m_1, R_1, m_2, R_2, …). Held fixed: no gradient.
+        chol(Kmm) there (else at the current ones), and q(v) whitened by that factor, as its two
+        tensors m and R (:class:`~gpflow_fastvi.gaussian.WhitenedQ`). Held fixed: no gradient.
         """
         frame = self._q_frame
         q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
@@ -203,7 +191,7 @@ class QStorage(DataPasses):
             lambda: kmm_cholesky(frame.kernel, frame.inducing_variable),
             lambda: self.Kmm_cholesky(),
         )
-        q = flat_latents(self.whitened_latents(q_mu, q_sqrt, L_frame))
+        q = self.whitened(q_mu, q_sqrt, L_frame)
         return (at_frame, tf.stop_gradient(L_frame), *(tf.stop_gradient(t) for t in q))
 
     def stored_marginals(
@@ -216,17 +204,17 @@ class QStorage(DataPasses):
         """
         frame = self._q_frame
         read_at_frame, L_frame, *flat = stored
-        q = latent_pairs(flat)
+        q = WhitenedQ(*flat)
 
         def at_frame() -> Tuple[tf.Tensor, tf.Tensor]:
             A, Ktilde_diag, *_ = whitened_projection(
                 frame.kernel, frame.inducing_variable, X, L_frame
             )
-            Gmu, Fvar = latent_marginals(A, Ktilde_diag, q)
+            Gmu, Fvar = marginals(A, Ktilde_diag, q)
             return Gmu + frame.mean_function(X), Fvar
 
         def at_current() -> Tuple[tf.Tensor, tf.Tensor]:
-            Gmu, Fvar = latent_marginals(projection.A, projection.Ktilde_diag, q)
+            Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, q)
             return Gmu + self.mean_function(X), Fvar
 
         Fmu, Fvar = tf.cond(read_at_frame, at_frame, at_current)

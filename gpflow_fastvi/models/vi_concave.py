@@ -9,21 +9,18 @@ import tensorflow as tf
 from gpflow.base import RegressionData
 
 from ..gaussian import (
-    LatentQ,
     NaturalParameters,
-    centred_latents,
-    concat_latents,
+    WhitenedQ,
+    centred_q,
     expected_sites,
-    flat_latents,
-    latent_kl,
-    latent_marginals,
-    latent_pairs,
+    kl_to_prior,
+    marginals,
     natural_parameters,
     natural_step,
     q_from_natural,
     shift_sites,
     site_target,
-    statistics_per_latent,
+    statistics_from_projection,
     stored_q,
 )
 from ..sites.expectation import expectation_sites, log_softmax_bound
@@ -142,16 +139,16 @@ class VIConcave(GaussianSitesModel):
             return log_softmax_bound(Fmu, Fvar, Y)
         return self.expected_log_density(X, Y, Fmu, Fvar)
 
-    def shift_removed(self, q: LatentQ) -> LatentQ:
+    def shift_removed(self, q: WhitenedQ) -> WhitenedQ:
         """
         q(v) as a step left it, or for the softmax with the common shift of its latent functions
-        removed (:func:`~gpflow_fastvi.gaussian.natural.centred_latents`): the softmax and its
+        removed (:func:`~gpflow_fastvi.gaussian.natural.centred_q`): the softmax and its
         bound see only differences between classes, so this only raises the ELBO, and the steps
         need not crawl along a direction the likelihood cannot see (on digits, 25 steps had not
         found it from p(u) at a kernel variance of 100).
         """
         if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
-            return centred_latents(q)
+            return centred_q(q)
         return q
 
     def optimal_site_parameters(
@@ -194,19 +191,19 @@ class VIConcave(GaussianSitesModel):
 
     def _expectation_and_statistics(
         self, X: tf.Tensor, Y: tf.Tensor, projection: Any, *q: tf.Tensor
-    ) -> Tuple[tf.Tensor, Tuple[SiteStatistics, ...], Sites, Tuple[tf.Tensor, tf.Tensor]]:
+    ) -> Tuple[tf.Tensor, SiteStatistics, Sites, Tuple[tf.Tensor, tf.Tensor]]:
         """
-        Σᵢ fᵦ at the marginals of q(v_l) = N(m_l, R_l R_lᵀ), given flat as ``q`` = (m_1, R_1, …),
-        at the points X (whose ``projection`` is given), the statistics of the sites there (one
-        per latent function), the sites themselves (on f) and the marginals (mᵢ, vᵢ): one pass
-        gives the ELBO of q, the step from it, and the objective's gradient in θ at it.
+        Σᵢ fᵦ at the marginals of q(v), given as its tensors ``q`` = (m, R), at the points X
+        (whose ``projection`` is given), the statistics of the sites there, the sites themselves
+        (on f) and the marginals (mᵢ, vᵢ): one pass gives the ELBO of q, the step from it, and
+        the objective's gradient in θ at it.
         """
-        Gmu, Fvar = latent_marginals(projection.A, projection.Ktilde_diag, latent_pairs(q))
+        Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, WhitenedQ(*q))
         mean = self.mean_function(X)
         Fmu = Gmu + mean
         sites = self.site_rule(X, Y, Fmu, Fvar)
         total = tf.reduce_sum(expected_sites(sites, Fmu, Fvar))  # = Σ fᵦ: the sites touch it
-        stats = statistics_per_latent(projection, shift_sites(sites, mean))
+        stats = statistics_from_projection(projection, shift_sites(sites, mean))
         return total, stats, sites, (Fmu, Fvar)
 
     def _expected_total(
@@ -218,13 +215,13 @@ class VIConcave(GaussianSitesModel):
         sites: Optional[Sites] = None,
     ) -> tf.Tensor:
         """
-        Σᵢ fᵦ at the marginals of q(v_l) = N(m_l, R_l R_lᵀ) (``q`` flat, as above) at the points
+        Σᵢ fᵦ at the marginals of q(v) (``q`` = (m, R), as above) at the points
         X (``projection`` given), as the expectation of the sites there (``sites``, or read at the
         marginals held fixed): they touch fᵦ to first order in the marginals, so it has fᵦ's value
         and gradient in the kernel, inducing inputs and mean function without differentiating
         the quadrature.
         """
-        Gmu, Fvar = latent_marginals(projection.A, projection.Ktilde_diag, latent_pairs(q))
+        Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, WhitenedQ(*q))
         Fmu = Gmu + self.mean_function(X)
         held_Fmu, held_Fvar = tf.stop_gradient(Fmu), tf.stop_gradient(Fvar)
         if sites is None:
@@ -290,24 +287,23 @@ class VIConcave(GaussianSitesModel):
         L = self.Kmm_cholesky()
         projection = self.projection(data[0], L) if in_memory else None
 
-        def over_data(per_rows: Any, q: LatentQ, differentiable: bool) -> Any:
+        def over_data(per_rows: Any, q: WhitenedQ, differentiable: bool) -> Any:
             """
-            ``per_rows(X, Y, projection, m_1, R_1, …)`` of all the data in memory, or its sum over
-            a stream's batches; with a gradient in θ only where ``differentiable`` (the
-            objective, not the steps' passes).
+            ``per_rows(X, Y, projection, m, R)`` of all the data in memory, or its sum over a
+            stream's batches; with a gradient in θ only where ``differentiable`` (the objective,
+            not the steps' passes).
             """
-            flat = flat_latents(q)
             if in_memory:
                 held = projection if differentiable else nest_stop_gradient(projection)
-                return per_rows(*data, held, *flat)
+                return per_rows(*data, held, *q)
 
             def batch(X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, *q: tf.Tensor) -> Any:
                 return per_rows(X, Y, self.projection(X, L), *q)
 
             factor = L if differentiable else tf.stop_gradient(L)
-            return self.sum_over_data(batch, data, (factor, *flat), self.batch_size)
+            return self.sum_over_data(batch, data, (factor, *q), self.batch_size)
 
-        def evaluate(q: LatentQ) -> Tuple[tf.Tensor, Tuple[SiteStatistics, ...], Any]:
+        def evaluate(q: WhitenedQ) -> Tuple[tf.Tensor, SiteStatistics, Any]:
             """
             The ELBO of q(v), its sites' statistics, and in memory the sites themselves with the
             marginals they were read at (a stream keeps nothing per point).
@@ -319,7 +315,7 @@ class VIConcave(GaussianSitesModel):
             else:
                 summed = lambda *rows: self._expectation_and_statistics(*rows)[:2]  # noqa: E731
                 (total, stats), kept = over_data(summed, q, False), ()
-            elbo = tf.stop_gradient(total - latent_kl(q))
+            elbo = tf.stop_gradient(total - kl_to_prior(q))
             return elbo, nest_stop_gradient(stats), nest_stop_gradient(kept)
 
         if from_sites:
@@ -336,22 +332,11 @@ class VIConcave(GaussianSitesModel):
                 )
             )
             one = tf.ones((), L.dtype)
-            optimal = [
-                q_from_natural(site_target(nest_stop_gradient(latent_stats), one), L, whiten=True)
-                for latent_stats in stats
-            ]
-            q = self.shift_removed(
-                [(tf.stop_gradient(m), tf.stop_gradient(R[0])) for m, R in optimal]
-            )
+            optimal = q_from_natural(site_target(nest_stop_gradient(stats), one))
+            q = self.shift_removed(nest_stop_gradient(optimal))
             steps = num_updates - 1
         else:
-            q = [
-                (
-                    tf.stop_gradient(tf.convert_to_tensor(m)),
-                    tf.stop_gradient(tf.convert_to_tensor(R)),
-                )
-                for m, R in self.whitened_latents(self.q_mu, self.q_sqrt, L)
-            ]
+            q = nest_stop_gradient(self.whitened(self.q_mu, self.q_sqrt, L))
             steps = num_updates
         # What the loop keeps of a pass: in memory the sites and marginals ([N, L] each).
         if in_memory:
@@ -368,9 +353,9 @@ class VIConcave(GaussianSitesModel):
             else self._expected_total
         )
         total = over_data(per_rows, q, differentiable=True)
-        q_mu, q_sqrt = concat_latents([stored_q(m, R, L, self.whiten) for m, R in q])
+        q_mu, q_sqrt = stored_q(q, L, self.whiten)
         return SteppedSites(
-            objective=total - latent_kl(q),
+            objective=total - kl_to_prior(q),
             q_mu=tf.stop_gradient(q_mu),
             q_sqrt=tf.stop_gradient(q_sqrt),
             site_parameters=marginals if site_parameters is not None else (),
@@ -379,63 +364,55 @@ class VIConcave(GaussianSitesModel):
     def _ascend(
         self,
         L: tf.Tensor,
-        q: LatentQ,
+        q: WhitenedQ,
         num_updates: int,
-        evaluate: Callable[[LatentQ], Tuple[tf.Tensor, Tuple[SiteStatistics, ...], Any]],
+        evaluate: Callable[[WhitenedQ], Tuple[tf.Tensor, SiteStatistics, Any]],
         held: Any,
-    ) -> Tuple[LatentQ, Any]:
+    ) -> Tuple[WhitenedQ, Any]:
         """
         ``num_updates`` steps from q(v) (whitened by ``L``, one N(m_l, R_l R_lᵀ) per latent
-        function); returns the q(v) reached and what ``evaluate`` gave with it (``held`` is its
+        function, as one batch); returns the q(v) reached and what ``evaluate`` gave with it (``held`` is its
         shape before the first turn), held fixed for the gradient.
 
         One loop, one pass over the data (``evaluate``: the ELBO of a q, its sites' statistics,
         and whatever else the caller keeps of the pass) per turn, so that the pass is traced
         once. Each turn evaluates a trial: the first is q itself; every later one is a step from
         the q last taken, by ρ = 2⁻ʰ after h halvings, towards the optimal q for that q's sites
-        (their natural parameters, the ``target``, one per latent function; one ρ for all of
-        them, as the ELBO is one sum). A trial whose ELBO is not lower (by more than
+        (their natural parameters, the ``target``, batched over the latent functions; one ρ for
+        all of them, as the ELBO is one sum). A trial whose ELBO is not lower (by more than
         :data:`ROUND_OFF`) is taken, and the next step starts at ρ = 1; otherwise ρ halves. When
         :data:`MAX_HALVINGS` halvings find no such ρ, the steps end where they are: every later
         step would try the same directions from the same q.
         """
         one = tf.ones((), dtype=L.dtype)
 
-        def trial(q: LatentQ, targets: Any, halvings: tf.Tensor) -> LatentQ:
+        def trial(q: WhitenedQ, target: NaturalParameters, halvings: tf.Tensor) -> WhitenedQ:
             rho = tf.pow(0.5 * one, tf.cast(halvings, L.dtype))
-            stepped = []
-            for (m, R), target in zip(q, targets):
-                natural = natural_step(natural_parameters(m, R), target, rho)
-                m_new, R_new = q_from_natural(natural, L, whiten=True)
-                stepped.append((m_new, R_new[0]))
-            return self.shift_removed(stepped)
+            natural = natural_step(natural_parameters(q), target, rho)
+            return self.shift_removed(q_from_natural(natural))
 
         def turn(
             steps: tf.Tensor,
             halvings: tf.Tensor,
-            q: LatentQ,
+            q: WhitenedQ,
             elbo: tf.Tensor,
-            targets: Any,
+            target: NaturalParameters,
             held: Any,
         ) -> Any:
-            q_try = tf.cond(steps < 0, lambda: q, lambda: trial(q, targets, halvings))
+            q_try = tf.cond(steps < 0, lambda: q, lambda: trial(q, target, halvings))
             elbo_try, stats, held_try = evaluate(q_try)
             taken = elbo_try >= elbo - ROUND_OFF * tf.maximum(one, tf.abs(elbo))
             stuck = ~taken & (halvings >= MAX_HALVINGS)
             steps = tf.where(taken, steps + 1, tf.where(stuck, num_updates, steps))
             halvings = tf.where(taken, 0, halvings + 1)
             keep = lambda new, old: tf.where(taken, new, old)  # noqa: E731
-            new_targets = [site_target(latent_stats, one) for latent_stats in stats]
-            targets = tf.nest.map_structure(keep, new_targets, targets)
+            target = tf.nest.map_structure(keep, site_target(stats, one), target)
             held = tf.nest.map_structure(keep, held_try, held)
             q = tf.nest.map_structure(keep, q_try, q)
-            return steps, halvings, q, keep(elbo_try, elbo), targets, held
+            return steps, halvings, q, keep(elbo_try, elbo), target, held
 
         # Before the first turn nothing is evaluated: ELBO −∞ (q itself is taken), no target.
-        not_yet = [
-            NaturalParameters(eta1=tf.zeros_like(m), precision=tf.zeros_like(R)) for m, R in q
-        ]
-        q = [tuple(pair) for pair in q]
+        not_yet = NaturalParameters(eta1=tf.zeros_like(q.m), precision=tf.zeros_like(q.R))
         start = (
             tf.constant(-1),
             tf.constant(0),

@@ -6,7 +6,7 @@ import gpflow
 import tensorflow as tf
 
 from ..likelihoods import log_density_ceiling, one_hot_classes
-from ..sites.taylor import taylor_sites
+from ..sites.taylor import softmax_derivatives, taylor_sites
 from ..types import Route, Sites
 from ..validation import check_log_concave, check_scalar_likelihood
 from .base import PERSISTENT_ROUTE, GaussianSitesModel, logit_log_prob
@@ -97,11 +97,16 @@ class VITaylor(GaussianSitesModel):
         variable, :func:`~gpflow_fastvi.likelihoods.log_density_ceiling`), so that the collapsed
         objective never exceeds the ceiling of log p(y).
         """
+        derivatives = None
+        if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
+            own = one_hot_classes(Y, self.latent_functions(self.likelihood), "VITaylor", xi.dtype)
+            derivatives = softmax_derivatives(own, xi)
         return taylor_sites(
             self._log_density(X, Y),
             xi,
             ceiling=log_density_ceiling(self.likelihood),
             name=type(self.likelihood).__name__,
+            derivatives=derivatives,
         )
 
     def _log_density(self, X: tf.Tensor, Y: tf.Tensor) -> Callable[[tf.Tensor], tf.Tensor]:

@@ -27,7 +27,7 @@ from .logistic_softmax import (
     ls_sites,
 )
 from .polya_gamma import pg_kl, pg_mean, pg_optimal_c, pg_sites
-from .taylor import log_density_derivatives, taylor_sites
+from .taylor import log_density_derivatives, softmax_derivatives, taylor_sites
 
 __all__ = [
     "LogisticSoftmaxLocals",
@@ -46,5 +46,6 @@ __all__ = [
     "pg_mean",
     "pg_optimal_c",
     "pg_sites",
+    "softmax_derivatives",
     "taylor_sites",
 ]

@@ -17,7 +17,9 @@ bound: the expansion is exact only for a Gaussian likelihood.
 
 For a likelihood of C classes (GPflow's ``Softmax``) fᵢ has C entries; the Hessian is replaced by
 its diagonal, which gives one site per class, each carrying log p(yᵢ | ξᵢ)/C: the sum of a
-point's sites has the expansion's value and gradient at ξᵢ and the diagonal curvature.
+point's sites has the expansion's value and gradient at ξᵢ and the diagonal curvature. For the
+softmax the derivatives have a closed form (:func:`softmax_derivatives`); autodiff would need
+one Hessian-vector product per class for the diagonal.
 
 Curvature safeguards. The collapsed algebra needs w ≥ 0, i.e. a log-concave likelihood at ξ
 (:class:`~gpflow_fastvi.VITaylor` refuses Student-t and Beta, which are not). Where h > 0 all the
@@ -67,22 +69,47 @@ def log_density_derivatives(
     """
     log p(yᵢ | ξᵢ), its gradient in ξᵢ and the diagonal of its Hessian, by nested automatic
     differentiation. As the log-likelihood factorises over points, ∂/∂ξᵢ Σⱼ log p(yⱼ | ξⱼ) is the
-    i-th gradient, and the gradient of Σᵢ g_il in ξ has ∂g_il/∂ξ_il in its column l: one more
-    gradient per latent function gives every second derivative on the diagonal.
+    i-th gradient, and the second derivatives of a point are those of its own gradient: for one
+    latent function one more gradient of Σᵢ gᵢ gives them all; for L, each point's L × L Hessian
+    is one vectorised Jacobian of g (``batch_jacobian``, whose graph does not grow with L), and
+    its diagonal is kept.
     """
     latent = xi.shape[-1]
-    with tf.GradientTape(watch_accessed_variables=False, persistent=latent > 1) as outer:
+    with tf.GradientTape(watch_accessed_variables=False) as outer:
         outer.watch(xi)
         with tf.GradientTape(watch_accessed_variables=False) as inner:
             inner.watch(xi)
             log_p = log_density(xi)  # [N]
             total = tf.reduce_sum(log_p)  # summed on the tape, or the tape would not see it
         g = inner.gradient(total, xi)  # [N, L]
-        column_sums = [tf.reduce_sum(g[:, k]) for k in range(latent)]
-    h = tf.stack(
-        [outer.gradient(column_sum, xi)[:, k] for k, column_sum in enumerate(column_sums)], axis=1
-    )  # [N, L]
+        g_total = tf.reduce_sum(g) if latent == 1 else None
+    if latent == 1:
+        h = outer.gradient(g_total, xi)  # [N, 1]
+    else:
+        h = tf.linalg.diag_part(outer.batch_jacobian(g, xi))  # [N, L, L] → [N, L]
     return log_p[:, None], g, h
+
+
+Derivatives = Tuple[tf.Tensor, tf.Tensor, tf.Tensor]
+"""log p(yᵢ | ξᵢ) [N, 1], its gradient [N, L] and the diagonal of its Hessian [N, L] at ξ."""
+
+
+@check_shapes(
+    "own: [N, L]",
+    "xi: [N, L]",
+    "return[0]: [N, 1]",
+    "return[1]: [N, L]",
+    "return[2]: [N, L]",
+)
+def softmax_derivatives(own: tf.Tensor, xi: tf.Tensor) -> Derivatives:
+    """
+    log p(yᵢ | ξᵢ) = ξ_iyᵢ − log Σ_c exp ξ_ic of the softmax, with the one-hot labels ``own``, its
+    gradient own − p and the diagonal of its Hessian −p (1 − p), p = softmax(ξᵢ): what
+    :func:`log_density_derivatives` computes by autodiff, in closed form and in one pass.
+    """
+    log_p = tf.nn.log_softmax(xi, axis=-1)
+    p = tf.exp(log_p)
+    return tf.reduce_sum(own * log_p, axis=-1, keepdims=True), own - p, -p * (1.0 - p)
 
 
 @check_shapes("xi: [N, L]", "return[0]: [N, L]", "return[1]: [N, L]", "return[2]: [N, L]")
@@ -92,6 +119,7 @@ def taylor_sites(
     *,
     ceiling: Optional[float] = None,
     name: str = "likelihood",
+    derivatives: Optional[Derivatives] = None,
 ) -> Sites:
     """
     Taylor sites (a, b, w) of ``log_density`` expanded at ``xi``, with the curvature safeguards of
@@ -102,8 +130,12 @@ def taylor_sites(
     :param ceiling: an upper bound c on ``log_density`` over all f, if one is known: the
         curvature is then raised where needed so that no site's peak exceeds c.
     :param name: the likelihood's name, for the error raised on non-finite derivatives.
+    :param derivatives: log p, g and h at ``xi`` where the caller has them in closed form
+        (:func:`softmax_derivatives`); else :func:`log_density_derivatives` of ``log_density``.
     """
-    log_p, g, h = log_density_derivatives(log_density, xi)
+    if derivatives is None:
+        derivatives = log_density_derivatives(log_density, xi)
+    log_p, g, h = derivatives
     latent = xi.shape[-1]
     coefficients = tf.debugging.assert_all_finite(
         tf.concat([log_p, g, h], axis=1),
