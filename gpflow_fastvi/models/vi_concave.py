@@ -1,7 +1,7 @@
 """VIConcave: the standard variational bound by convergent site steps (Khan, Mohamed & Murphy, 2012)."""
 
 import functools
-from typing import Any, Callable, ClassVar, Optional, Tuple
+from typing import Any, Callable, ClassVar, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -247,11 +247,12 @@ class VIConcave(GaussianSitesModel):
         The first step goes to the optimal q(u), at this θ, for the sites of the stored q(u) read
         where it was set (the θ of the last accepted iterate): their marginals (mᵢ, vᵢ) as given
         in ``site_parameters`` (which ``fit`` keeps between evaluations when the data are in
-        memory, as the result's ``site_parameters`` hand them on), or read per batch. It is
-        taken whole: across a change of θ there is no earlier ELBO to keep. Sites carry over a
-        change of θ better than the whitened q(u) does (on banana that q(u) is about as good as
-        two steps from the stored one), and forming it needs their statistics only. The later
-        steps are :meth:`update_sites`'s, halved until the ELBO does not fall.
+        memory, as the result's ``site_parameters`` hand them on), or read per batch. Sites
+        usually carry over a change of θ better than the whitened q(u) does, but that whole step
+        can lower the ELBO where the steps settle slowly (C classes), so the stored q(u) at this
+        θ is evaluated too and the steps go on from the better of the two: at the θ where q(u)
+        was set, the objective is never below the ELBO of the stored q(u). The later steps are
+        :meth:`update_sites`'s, halved until the ELBO does not fall.
         """
         return self._ascent(self.training_data(data), num_updates, site_parameters, True)
 
@@ -278,9 +279,10 @@ class VIConcave(GaussianSitesModel):
         (whitened) held fixed.
 
         The steps start from the stored q(u) (:meth:`update_sites`, the full-data loss), or
-        ``from_sites`` from the optimal q(u) for the sites of the stored q(u) where it was set
-        (:meth:`stepped_sites`), their marginals given in ``site_parameters`` (in memory) or read
-        per batch; the result then carries the marginals of the q(u) reached in memory.
+        ``from_sites`` from the better of the stored q(u) and the optimal q(u) for the sites of
+        the stored q(u) where it was set (:meth:`stepped_sites`), their marginals given in
+        ``site_parameters`` (in memory) or read per batch; the result then carries the marginals
+        of the q(u) reached in memory.
         """
         num_updates = positive_int(num_updates, "num_updates")
         in_memory = self.steps_in_memory(data, site_parameters)
@@ -333,10 +335,16 @@ class VIConcave(GaussianSitesModel):
             )
             one = tf.ones((), L.dtype)
             optimal = q_from_natural(site_target(nest_stop_gradient(stats), one))
-            q = self.shift_removed(nest_stop_gradient(optimal))
+            # The stored q(u) itself is the other candidate start: at the θ it was set at it is
+            # the state the steps must not fall below (an L-BFGS-B restart evaluates there), and
+            # the sites' optimum, a whole step, can lie below it where the steps settle slowly.
+            starts = [
+                self.shift_removed(nest_stop_gradient(optimal)),
+                nest_stop_gradient(self.whitened(self.q_mu, self.q_sqrt, L)),
+            ]
             steps = num_updates - 1
         else:
-            q = nest_stop_gradient(self.whitened(self.q_mu, self.q_sqrt, L))
+            starts = [nest_stop_gradient(self.whitened(self.q_mu, self.q_sqrt, L))]
             steps = num_updates
         # What the loop keeps of a pass: in memory the sites and marginals ([N, L] each).
         if in_memory:
@@ -344,7 +352,7 @@ class VIConcave(GaussianSitesModel):
             nothing_kept: Any = (Sites(zeros, zeros, zeros), (zeros, zeros))
         else:
             nothing_kept = ()
-        q, kept = self._ascend(L, q, steps, evaluate, nothing_kept)
+        q, kept = self._ascend(L, starts, steps, evaluate, nothing_kept)
         sites, marginals = kept if in_memory else (None, ())
         # In memory, the sites of the q(u) reached are those of the loop's last pass.
         per_rows = (
@@ -364,27 +372,31 @@ class VIConcave(GaussianSitesModel):
     def _ascend(
         self,
         L: tf.Tensor,
-        q: WhitenedQ,
+        starts: Sequence[WhitenedQ],
         num_updates: int,
         evaluate: Callable[[WhitenedQ], Tuple[tf.Tensor, SiteStatistics, Any]],
         held: Any,
     ) -> Tuple[WhitenedQ, Any]:
         """
-        ``num_updates`` steps from q(v) (whitened by ``L``, one N(m_l, R_l R_lᵀ) per latent
-        function, as one batch); returns the q(v) reached and what ``evaluate`` gave with it (``held`` is its
-        shape before the first turn), held fixed for the gradient.
+        ``num_updates`` steps from the best of the candidate ``starts`` (each q(v) whitened by
+        ``L``, one N(m_l, R_l R_lᵀ) per latent function, as one batch); returns the q(v) reached
+        and what ``evaluate`` gave with it (``held`` is its shape before the first turn), held
+        fixed for the gradient.
 
         One loop, one pass over the data (``evaluate``: the ELBO of a q, its sites' statistics,
         and whatever else the caller keeps of the pass) per turn, so that the pass is traced
-        once. Each turn evaluates a trial: the first is q itself; every later one is a step from
-        the q last taken, by ρ = 2⁻ʰ after h halvings, towards the optimal q for that q's sites
-        (their natural parameters, the ``target``, batched over the latent functions; one ρ for
-        all of them, as the ELBO is one sum). A trial whose ELBO is not lower (by more than
-        :data:`ROUND_OFF`) is taken, and the next step starts at ρ = 1; otherwise ρ halves. When
-        :data:`MAX_HALVINGS` halvings find no such ρ, the steps end where they are: every later
-        step would try the same directions from the same q.
+        once. The first turns evaluate the starts in turn, and keep the one of highest ELBO;
+        every later turn evaluates a step from the q last taken, by ρ = 2⁻ʰ after h halvings,
+        towards the optimal q for that q's sites (their natural parameters, the ``target``,
+        batched over the latent functions; one ρ for all of them, as the ELBO is one sum). A
+        trial whose ELBO is not lower (by more than :data:`ROUND_OFF`) is taken, and the next
+        step starts at ρ = 1; otherwise ρ halves. When :data:`MAX_HALVINGS` halvings find no such
+        ρ, the steps end where they are: every later step would try the same directions from the
+        same q. So the q returned has an ELBO at least that of every start, to round-off.
         """
         one = tf.ones((), dtype=L.dtype)
+        candidates = tf.nest.map_structure(lambda *ts: tf.stack(ts), *starts)
+        first = -len(starts)  # the turns before the steps, one per start
 
         def trial(q: WhitenedQ, target: NaturalParameters, halvings: tf.Tensor) -> WhitenedQ:
             rho = tf.pow(0.5 * one, tf.cast(halvings, L.dtype))
@@ -399,22 +411,29 @@ class VIConcave(GaussianSitesModel):
             target: NaturalParameters,
             held: Any,
         ) -> Any:
-            q_try = tf.cond(steps < 0, lambda: q, lambda: trial(q, target, halvings))
+            is_start = steps < 0
+            q_try = tf.cond(
+                is_start,
+                lambda: tf.nest.map_structure(lambda t: t[steps - first], candidates),
+                lambda: trial(q, target, halvings),
+            )
             elbo_try, stats, held_try = evaluate(q_try)
             taken = elbo_try >= elbo - ROUND_OFF * tf.maximum(one, tf.abs(elbo))
             stuck = ~taken & (halvings >= MAX_HALVINGS)
-            steps = tf.where(taken, steps + 1, tf.where(stuck, num_updates, steps))
-            halvings = tf.where(taken, 0, halvings + 1)
+            moved_on = taken | is_start  # every start is evaluated once, taken or not
+            steps = tf.where(moved_on, steps + 1, tf.where(stuck, num_updates, steps))
+            halvings = tf.where(moved_on, 0, halvings + 1)
             keep = lambda new, old: tf.where(taken, new, old)  # noqa: E731
             target = tf.nest.map_structure(keep, site_target(stats, one), target)
             held = tf.nest.map_structure(keep, held_try, held)
             q = tf.nest.map_structure(keep, q_try, q)
             return steps, halvings, q, keep(elbo_try, elbo), target, held
 
-        # Before the first turn nothing is evaluated: ELBO −∞ (q itself is taken), no target.
+        # Before the first turn nothing is evaluated: ELBO −∞ (the first start is taken).
+        q = starts[0]
         not_yet = NaturalParameters(eta1=tf.zeros_like(q.m), precision=tf.zeros_like(q.R))
         start = (
-            tf.constant(-1),
+            tf.constant(first),
             tf.constant(0),
             q,
             tf.constant(-np.inf, L.dtype),
