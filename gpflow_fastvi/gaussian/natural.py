@@ -43,6 +43,7 @@ from .statistics import (
     projected_marginals,
     shift_sites,
     statistics_from_projection,
+    times_shared,
     triangular_inverse,
 )
 
@@ -114,7 +115,7 @@ def marginals(A: tf.Tensor, Ktilde_diag: tf.Tensor, q: WhitenedQ) -> Tuple[tf.Te
 
         E[g_il] = aᵢᵀ m_l,      Var[g_il] = K̃ᵢᵢ + ‖R_lᵀ aᵢ‖²,      K̃ᵢᵢ = Knn,ᵢᵢ − ‖aᵢ‖².
     """
-    RtA = tf.linalg.matmul(q.R, A, transpose_a=True)  # R_lᵀ A                            [L, M, N]
+    RtA = times_shared(tf.linalg.matrix_transpose(q.R), A)  # R_lᵀ A                     [L, M, N]
     return projected_marginals(A, Ktilde_diag, q.m, RtA)
 
 

@@ -20,7 +20,13 @@ from check_shapes import check_shapes
 
 from .cholesky import checked_cholesky
 from .collapsed import CollapsedFactors
-from .statistics import latent_batch, latent_columns, projected_marginals, triangular_inverse
+from .statistics import (
+    latent_batch,
+    latent_columns,
+    projected_marginals,
+    times_shared,
+    triangular_inverse,
+)
 
 
 @check_shapes(
@@ -84,5 +90,5 @@ def optimal_marginals(
     """
     LB, c = factors
     mean_v = tf.linalg.triangular_solve(LB, latent_batch(c), lower=True, adjoint=True)  # LB⁻ᵀ c
-    LB_inv_A = tf.linalg.matmul(triangular_inverse(LB), A)  # LB⁻¹ A, as a product   [L, M, N]
+    LB_inv_A = times_shared(triangular_inverse(LB), A)  # LB⁻¹ A, as a product       [L, M, N]
     return projected_marginals(A, Ktilde_diag, latent_columns(mean_v), LB_inv_A)
