@@ -361,3 +361,25 @@ def test_a_full_data_loss_whose_step_cannot_be_taken_is_inf_and_stores_nothing(b
     assert np.isposinf(model.training_loss(data))
     np.testing.assert_array_equal(model.q_mu.numpy(), q_mu)
     np.testing.assert_array_equal(model.q_sqrt.numpy(), q_sqrt)
+
+
+@pytest.mark.parametrize("length", ["known", "unknown"])
+def test_single_points_are_counted_with_the_last_batch_that_is_not_stepped_on(binary_data, length):
+    """
+    60 points in batches of 25 step on 50 of them; a model built for 55 points would step on 50
+    too, so the rows stepped on cannot tell the two apart: every point is counted, before the
+    stream is read where TensorFlow knows their number, else in the first pass.
+    """
+    model = make_pg(binary_data)
+    model.num_data = 55
+    points = tf.data.Dataset.from_tensor_slices(binary_data)
+    if length == "unknown":
+        points = points.filter(lambda X, Y: True)
+    said = "yields" if length == "known" else "yielded"
+    with pytest.raises(
+        fv.InvalidDataError, match=f"{said} 60 rows in a pass, where num_data is 55"
+    ):
+        fv.fit(model, points, batch_size=25, max_iter=3)
+    model.num_data = 60
+    trace = fv.fit(model, points, batch_size=25, max_iter=2)
+    assert len(trace.rows) == 2

@@ -15,7 +15,7 @@ Both run in one compiled function that is traced once: batches enter through an 
 signature with an unknown batch size, and ρₜ is computed in the graph from a step counter.
 """
 
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import gpflow
 import numpy as np
@@ -27,30 +27,16 @@ from ..distribution import (
     scope_of,
     watch_outside_replicas,
 )
-from ..exceptions import InvalidDataError
 from ..models import SiteModel
 from ..models.step_sizes import AVERAGED_POINTS, mini_batch_step_size
-from ..stream_validation import NO_BATCHES, ZERO_ONE_OR_SIGNS, checked_stream
-from ..validation import (
-    batch_tensors,
-    check_data,
-    check_input_columns,
-    positive_int,
-    targets_for_likelihood,
-)
+from ..validation import batch_tensors, positive_int
+from .batches import DEFAULT_BATCH_SIZE, batches_from_arrays, batches_from_dataset
 from .log_scale import dx_dz, log_softplus, on_softplus, softplus_of_log
 from .plans import Report, TrainingPlan
 from .plateau import MAX_PASSES, Plateau
 
 StepSize = Union[float, Callable[[tf.Tensor], tf.Tensor]]
 """A constant ρ ∈ (0, 1], or a schedule t ↦ ρₜ of the step count t = 0, 1, 2, …"""
-
-DEFAULT_BATCH_SIZE = 1000
-"""
-:func:`svi_plan`'s mini-batch size for arrays when none is given (all the points when there are
-fewer). On two CPU cores at m = 100 a PolyaGammaSVGP step on 1000 points costs 5.3 ms against 2.8 ms
-on 100: ten times the points for twice the time, with less noisy targets for q(u) and gradients for θ.
-"""
 
 DEFAULT_LEARNING_RATE = 0.1
 """
@@ -217,109 +203,7 @@ class NaturalGradientSVI:
 
 
 # --------------------------------------------------------------------------------------------------
-# The data pipeline and the plan fit() runs
-
-
-def _batches_from_arrays(
-    model: Any, data: Tuple[Any, Any], batch_size: int, seed: int
-) -> Tuple[Iterator[Tuple[tf.Tensor, tf.Tensor]], int, bool]:
-    """An endless iterator of batches, the number of points, and whether each batch is all of them."""
-    X, Y = check_data(data)
-    Y = targets_for_likelihood(model.likelihood, Y)
-    check_input_columns(X, model.inducing_variable, "the inputs X")
-    N = X.shape[0]
-    full_batch = batch_size >= N
-    num_data = model.num_data
-    if num_data is not None and int(num_data) != N:
-        raise InvalidDataError(
-            f"model.num_data is {int(num_data)} but the training data have {N} rows; the mini-batch "
-            "ELBO would be scaled wrongly."
-        )
-    if num_data is None and not full_batch:
-        raise ValueError(
-            f"Mini-batches of {batch_size} need model.num_data to scale the ELBO: construct the "
-            f"model with num_data={N}, or pass batch_size={N} for full-batch steps (without "
-            f"batch_size, fit takes mini-batches of {DEFAULT_BATCH_SIZE} beyond that many points)."
-        )
-    if full_batch:
-        tensors = (tf.constant(X), tf.constant(Y))
-
-        def repeat() -> Iterator[Tuple[tf.Tensor, tf.Tensor]]:
-            while True:
-                yield tensors
-
-        return repeat(), N, True
-
-    def shuffled() -> Iterator[Tuple[np.ndarray, np.ndarray]]:
-        # Arrays in memory: a NumPy permutation per pass and fancy indexing cost microseconds per
-        # batch, where a shuffling tf.data pipeline costs milliseconds, as much as the step itself.
-        rng = np.random.default_rng(seed)
-        size = batch_size
-        while True:
-            order = rng.permutation(N)
-            for start in range(0, N - size + 1, size):  # every batch full, as drop_remainder
-                index = order[start : start + size]
-                yield X[index], Y[index]
-
-    return shuffled(), N, False
-
-
-def _batches_from_dataset(
-    model: Any, dataset: tf.data.Dataset, batch_size: Optional[int]
-) -> Tuple[Iterator[Any], Optional[int]]:
-    if model.num_data is None:
-        raise ValueError(
-            "Training from a tf.data.Dataset needs model.num_data (the number of training points) "
-            "to scale the mini-batch ELBO."
-        )
-    spec = dataset.element_spec
-    if not isinstance(spec, (tuple, list)) or len(spec) != 2:
-        raise InvalidDataError("The dataset must yield pairs (X, Y).")
-    rank = spec[0].shape.rank
-    num_data = int(model.num_data)
-    expected_rows = num_data  # in each pass over the stream
-    if rank == 1:
-        if batch_size is None:
-            raise ValueError("The dataset yields single points: give batch_size to batch them.")
-        dataset = dataset.batch(int(batch_size), drop_remainder=True)
-        expected_rows -= num_data % int(batch_size)  # the points of the last, partial batch
-    elif rank != 2:
-        raise InvalidDataError(f"The dataset must yield X of rank 1 or 2; got rank {rank}.")
-    elif batch_size is not None:
-        raise ValueError("The dataset is already batched; leave batch_size out.")
-    binary = isinstance(model.likelihood, gpflow.likelihoods.Bernoulli)
-    dataset = checked_stream(dataset, ZERO_ONE_OR_SIGNS if binary else ())
-    cardinality = int(dataset.cardinality())
-    per_epoch = cardinality if cardinality > 0 else None
-    stream = _epochs(dataset.prefetch(tf.data.AUTOTUNE), num_data, expected_rows)
-    return stream, per_epoch
-
-
-def _epochs(
-    dataset: tf.data.Dataset, num_data: int, expected_rows: int
-) -> Iterator[Tuple[tf.Tensor, tf.Tensor]]:
-    """
-    The batches of ``dataset`` over and over, with its rows counted: a stream that ends with no
-    batches, or whose first pass yields another number of rows than ``expected_rows`` (from
-    ``num_data``, which scales every mini-batch's ELBO), raises an :class:`InvalidDataError`
-    when it ends. An endless stream is never counted.
-    """
-    first = True
-    while True:
-        rows = 0
-        for X, Y in dataset:
-            rows += int(X.shape[0])
-            yield X, Y
-        if rows == 0:
-            raise InvalidDataError(NO_BATCHES)
-        if first and rows != expected_rows:
-            dropped = "" if expected_rows == num_data else f", {expected_rows} in whole batches"
-            raise InvalidDataError(
-                f"The dataset yielded {rows} rows in a pass, where num_data is {num_data}"
-                f"{dropped} (build the model with the number of rows the dataset yields: "
-                "num_data scales every mini-batch's ELBO)."
-            )
-        first = False
+# The plan fit() runs (its batches: :mod:`~gpflow_fastvi.training.batches`)
 
 
 def svi_plan(
@@ -362,13 +246,13 @@ def svi_plan(
     """
     batch_size = positive_int(batch_size, "batch_size", optional=True)
     if isinstance(data, tf.data.Dataset):
-        batches, per_epoch = _batches_from_dataset(model, data, batch_size)
+        batches, per_epoch = batches_from_dataset(model, data, batch_size)
         full_batch = False
     else:
         if batch_size is None:
             batch_size = DEFAULT_BATCH_SIZE
-        batches, N, full_batch = _batches_from_arrays(model, data, batch_size, seed)
-        per_epoch = 1 if full_batch else N // batch_size
+        batches, X, full_batch = batches_from_arrays(model, data, batch_size, seed)
+        per_epoch = 1 if full_batch else len(X) // batch_size
     if step_size is None and full_batch:
         step_size = 1.0
     elif step_size is None and batch_size is not None:
