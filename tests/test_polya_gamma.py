@@ -383,3 +383,26 @@ def test_single_points_are_counted_with_the_last_batch_that_is_not_stepped_on(bi
     model.num_data = 60
     trace = fv.fit(model, points, batch_size=25, max_iter=2)
     assert len(trace.rows) == 2
+
+
+def test_training_loss_and_elbo_take_a_dataset_as_all_the_data(binary_data):
+    """As the other models do: a ``tf.data.Dataset`` is all the data, streamed in every pass,
+    its rows counted against ``num_data``; one that never ends is refused."""
+    model, twin = make_pg(binary_data), make_pg(binary_data)
+    dataset = tf.data.Dataset.from_tensor_slices(binary_data).batch(25)  # 25, 25 and 10 rows
+    np.testing.assert_allclose(model.training_loss(dataset), twin.training_loss(binary_data))
+    np.testing.assert_allclose(model.q_mu.numpy(), twin.q_mu.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(model.elbo(dataset), twin.elbo(binary_data), rtol=1e-10)
+    with pytest.warns(UserWarning, match="gpflow.optimizers.Scipy"):  # the closure's shortfall
+        closures = [m.training_loss_closure(d) for m, d in ((model, dataset), (twin, binary_data))]
+    np.testing.assert_allclose(*(closure() for closure in closures))
+    short = tf.data.Dataset.from_tensor_slices(tuple(a[:50] for a in binary_data))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="yielded"):
+        model.training_loss(short.batch(20))
+    with pytest.raises(fv.InvalidDataError, match="yields 50 rows in a pass, where num_data is 60"):
+        model.training_loss(short.batch(25, drop_remainder=True))
+    with pytest.raises(fv.InvalidDataError, match="repeats without end"):
+        model.training_loss(dataset.repeat())
+    model.mean_function = NaNMean()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="natural parameters that are not"):
+        model.training_loss(dataset)
