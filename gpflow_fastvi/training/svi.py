@@ -15,7 +15,7 @@ Both run in one compiled function that is traced once: batches enter through an 
 signature with an unknown batch size, and ρₜ is computed in the graph from a step counter.
 """
 
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Set, Tuple, Union
 
 import gpflow
 import numpy as np
@@ -31,7 +31,7 @@ from ..models import SiteModel
 from ..models.step_sizes import AVERAGED_POINTS, mini_batch_step_size
 from ..validation import batch_tensors, positive_int
 from .batches import DEFAULT_BATCH_SIZE, batches_from_arrays, batches_from_dataset
-from .log_scale import dx_dz, log_softplus, on_softplus, softplus_of_log
+from .log_scale import dx_dz, is_softplus, log_softplus, on_softplus, softplus_of_log
 from .plans import Report, TrainingPlan
 from .plateau import MAX_PASSES, Plateau
 
@@ -78,6 +78,24 @@ class RobbinsMonro:
         return f"RobbinsMonro(tau={self.tau}, kappa={self.kappa})"
 
 
+def input_units(X: Any) -> tf.Tensor:
+    """
+    The units [D] of the columns of the inputs X [N, D] in which :class:`NaturalGradientSVI`
+    steps the inducing inputs: each column's standard deviation; for a column without spread
+    (one row, or one value) its largest absolute value, or 1 if that is 0 too.
+
+    Adam steps each coordinate by about its learning rate in the units the coordinate is in: on
+    GPflow's Z a step of 0.1 is a tenth of the spread of standardised inputs, and 10⁵ times the
+    spread of inputs of 10⁻⁶, which takes the inducing inputs far from the data. In these units a
+    step is the same share of each column's spread in any units of X, and a run the same, step
+    for step; for standardised inputs the units are 1.
+    """
+    X = tf.convert_to_tensor(X, dtype=gpflow.config.default_float())
+    units = tf.math.reduce_std(X, axis=0)
+    units = tf.where(units > 0, units, tf.reduce_max(tf.abs(X), axis=0))
+    return tf.where(units > 0, units, tf.ones_like(units))
+
+
 def _step_size_function(step_size: StepSize) -> Callable[[tf.Tensor], tf.Tensor]:
     if callable(step_size):
         return step_size
@@ -110,10 +128,13 @@ class NaturalGradientSVI:
         a model built in a :mod:`tf.distribute` strategy's scope, made in that scope too.
     :param log_scale: step each positive parameter on GPflow's softplus transform (kernel
         variances, lengthscales) in z = log s (:mod:`~gpflow_fastvi.training.log_scale`), so that
-        a step changes it by about the same factor whatever its size; ``False`` steps GPflow's
-        unconstrained value, as GPflow's own Adam loop does. The optimiser gets the gradient in z,
-        and the step it takes is carried back to the variable through the transform, so its
-        state needs no second set of variables.
+        a step changes it by about the same factor whatever its size, and each column of the
+        inducing inputs in units of the spread of that column of X (:func:`input_units`, from
+        the inputs :meth:`measure_inputs` is given, by default the first batch stepped on), so
+        that a step moves them by the same share of the inputs' extent in any units of X;
+        ``False`` steps GPflow's unconstrained values, as GPflow's own Adam loop does. The
+        optimiser gets the gradient in the coordinates it searches, and the step it takes is
+        carried back to the variable, so its state needs no second set of variables.
     """
 
     def __init__(
@@ -140,6 +161,19 @@ class NaturalGradientSVI:
         logged = on_softplus(model.trainable_parameters) if log_scale else set()
         self.in_log_scale = [id(v) in logged for v in self.variables]
         """Which of :attr:`variables` are stepped in log scale."""
+        located = _inducing_input_ids(model.inducing_variable) if log_scale else set()
+        self.units: List[Optional[tf.Variable]] = [
+            (
+                tf.Variable(tf.ones([1, v.shape[1]], v.dtype), trainable=False, name="svi_units")
+                if id(v) in located
+                else None
+            )
+            for v in self.variables
+        ]
+        """For each of :attr:`variables`, the units [1, D] its columns are stepped in (the
+        inducing inputs, :meth:`measure_inputs`), or ``None``."""
+        self.inputs_measured = tf.Variable(not located, trainable=False, name="svi_measured")
+        """Whether :attr:`units` are set; if not, the next step sets them from its batch."""
         # Keras keeps the slots of variables created in a strategy's scope only when the
         # optimiser is made and built in that scope too.
         with scope_of(self.variables):
@@ -160,6 +194,8 @@ class NaturalGradientSVI:
 
     def _step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         model = self.model
+        if any(c is not None for c in self.units):
+            tf.cond(self.inputs_measured, tf.no_op, lambda: self.measure_inputs(X))
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             watch_outside_replicas(tape, self.variables)
             rho = self.rho(self.iteration) * self.step_scale
@@ -175,16 +211,28 @@ class NaturalGradientSVI:
         """
         The optimiser's step on the hyperparameters; for those in log scale it is given the
         gradient in z = log s, and the change it makes to the variable is taken as the step in z:
-        x ← x(z(x₀) + Δ), with x₀ the value before.
+        x ← x(z(x₀) + Δ), with x₀ the value before. For the inducing inputs, in units c of their
+        columns, the gradient in Z / c, and the step Δ so taken moves Z by c Δ.
         """
-        logged = [(v, tf.identity(v)) for v, log in zip(self.variables, self.in_log_scale) if log]
+        searched = zip(self.variables, self.in_log_scale, self.units)
+        before = [(v, tf.identity(v), log, c) for v, log, c in searched if log or c is not None]
         gradients = [
-            g * dx_dz(v) if log else g
-            for g, v, log in zip(gradients, self.variables, self.in_log_scale)
+            g * dx_dz(v) if log else g if c is None else g * c
+            for g, v, log, c in zip(gradients, self.variables, self.in_log_scale, self.units)
         ]
         apply_gradients_outside_replicas(self.optimizer, gradients, self.variables)
-        for variable, before in logged:
-            variable.assign(softplus_of_log(log_softplus(before) + (variable - before)))
+        for variable, x0, log, c in before:
+            step = variable - x0
+            variable.assign(softplus_of_log(log_softplus(x0) + step) if log else x0 + c * step)
+
+    def measure_inputs(self, X: Any) -> tf.Operation:
+        """Step the inducing inputs in the units of the columns of the inputs X [N, D]
+        (:func:`input_units`) from now on; :meth:`step` takes them from its first batch unless
+        this was called before."""
+        units = input_units(X)[None, :]
+        assigned = [c.assign(tf.cast(units, c.dtype)) for c in self.units if c is not None]
+        with tf.control_dependencies(assigned):
+            return self.inputs_measured.assign(True).op
 
     def scale_steps(self, factor: float) -> None:
         """Multiply the step on q(u) (ρ) and the optimiser's learning rate by ``factor``, from the
@@ -200,6 +248,16 @@ class NaturalGradientSVI:
         new q(u), before the hyperparameter step.
         """
         return self._compiled_step(*batch_tensors(batch))
+
+
+def _inducing_input_ids(inducing_variable: Any) -> Set[int]:
+    """The ids of the variables of the trainable inducing inputs Z [M, D] of
+    ``inducing_variable`` (rank 2, not on a softplus transform)."""
+    return {
+        id(p.unconstrained_variable)
+        for p in inducing_variable.trainable_parameters
+        if p.unconstrained_variable.shape.rank == 2 and not is_softplus(p.transform)
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -245,6 +303,7 @@ def svi_plan(
     ``learning_rate`` given is where the halvings start.
     """
     batch_size = positive_int(batch_size, "batch_size", optional=True)
+    X = None
     if isinstance(data, tf.data.Dataset):
         batches, per_epoch = batches_from_dataset(model, data, batch_size)
         full_batch = False
@@ -262,6 +321,8 @@ def svi_plan(
     if learning_rate is None:
         learning_rate = DEFAULT_LEARNING_RATE
     svi = NaturalGradientSVI(model, step_size=step_size, learning_rate=learning_rate)
+    if X is not None:
+        svi.measure_inputs(X)  # all the inputs, not a batch's sample of them
 
     def step() -> float:
         estimates = [svi.step(next(batches)) for _ in range(int(steps))]
@@ -300,6 +361,7 @@ __all__ = [
     "NaturalGradientSVI",
     "RobbinsMonro",
     "StepSize",
+    "input_units",
     "mini_batch_step_size",
     "svi_plan",
 ]
