@@ -85,8 +85,10 @@ def checked_stream(
     ``dataset`` (batches ``(X [b, D], Y [b, 1])``, its structure checked by
     :func:`checked_dataset`) with the checks that NumPy makes on arrays made on every batch as it
     streams, each failing with a sentence that names the batch (:func:`in_graph_check`): X and Y
-    finite, the labels in one of the encodings ``labels``. A stream of unknown length is cut one
-    batch after ``num_data`` rows, if given, so that an endless one cannot hold a pass forever
+    finite, the labels in one of the encodings ``labels``. With ``num_data``, a stream whose rows
+    TensorFlow knows without reading it is refused here if they are not ``num_data``
+    (:func:`check_rows_per_pass`), and one of unknown length is cut one batch after
+    ``num_data`` rows, so that an endless one cannot hold a pass forever
     (:meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_data` then finds more rows than
     ``num_data`` and says so). The checks cost a pass over each batch's values, next to a
     kernel matrix of b × M.
@@ -126,6 +128,7 @@ def checked_stream(
     if dataset in _CHECKED_STREAMS:  # already checked: a pass inside a compiled function
         return dataset
     dataset = checked_dataset(dataset)
+    check_rows_per_pass(dataset, num_data)
     if num_data is not None and static_cardinality(dataset) is None:
         bound = tf.constant(int(num_data), tf.int64)
         dataset = (
@@ -142,6 +145,45 @@ def checked_stream(
     checked = dataset.enumerate().map(check)
     _CHECKED_STREAMS.add(checked)
     return checked
+
+
+def rows_per_pass(dataset: tf.data.Dataset) -> Optional[int]:
+    """
+    The rows a pass over ``dataset`` yields where TensorFlow knows them without reading it: a
+    finite number of single points, or of batches of one fixed size (``drop_remainder=True``);
+    ``None`` otherwise (a last batch of fewer rows, a filter, a generator, no end).
+    """
+    batches = static_cardinality(dataset)
+    spec = dataset.element_spec
+    if batches is None or batches < 0 or not isinstance(spec, (tuple, list)) or not spec:
+        return None
+    shape = getattr(spec[0], "shape", None)
+    if shape is None or shape.rank is None or shape.rank == 0:
+        return None
+    if shape.rank == 1:  # single points
+        return batches
+    size = shape[0]
+    return None if size is None else batches * int(size)
+
+
+def row_count_mismatch(rows: int, num_data: int, known: str = "yielded") -> str:
+    """What a stream whose pass yields ``rows`` rows says to a model built for ``num_data``."""
+    return (
+        f"The dataset {known} {rows} rows in a pass, where num_data is {num_data} (build the "
+        "model with the number of rows the dataset yields: num_data scales every mini-batch's "
+        "ELBO)."
+    )
+
+
+def check_rows_per_pass(dataset: tf.data.Dataset, num_data: Optional[int]) -> None:
+    """
+    An :class:`InvalidDataError` before anything is read, where the rows of a pass are known
+    (:func:`rows_per_pass`) and are not ``num_data``; nothing otherwise, the rows being counted
+    as they stream.
+    """
+    rows = rows_per_pass(dataset)
+    if num_data is not None and rows is not None and rows != int(num_data):
+        raise InvalidDataError(row_count_mismatch(rows, int(num_data), "yields"))
 
 
 def static_cardinality(dataset: tf.data.Dataset) -> Optional[int]:

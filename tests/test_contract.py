@@ -260,6 +260,60 @@ def test_gpflows_training_interface_takes_the_data_per_call(model_class, data):
         model.training_loss()
 
 
+def _adam_step(model, optimizer, data):
+    """One step of GPflow's Adam loop on ``training_loss``: the loss and its gradient."""
+    with tf.GradientTape() as tape:
+        loss = model.training_loss(data)
+    gradients = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+    return loss, gradients
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        pytest.param("tuple", marks=pytest.mark.slow),
+        "tuple_in_batches",
+        "dataset",
+        pytest.param("iterator", marks=pytest.mark.slow),
+    ],
+)
+def test_the_loss_is_differentiated_inside_a_users_own_tf_function(model_class, data, form):
+    """
+    GPflow's own loop, written by the user: the gradient of ``training_loss`` taken in their own
+    ``tf.function`` and applied by Adam, with all the data as a tuple (held whole, or summed in
+    batches of ``batch_size``), as a ``tf.data.Dataset`` streamed once per pass, or as an
+    iterator of mini-batches. All the data give, step by step, the losses and gradients of the
+    same loop run eagerly on the tuple held whole.
+    """
+    Z = data[0][::5].copy()
+    model, reference = FACTORIES[model_class](data, Z), FACTORIES[model_class](data, Z)
+    if form == "tuple_in_batches":
+        if not isinstance(model, fv.GaussianSitesModel):
+            pytest.skip(f"{model_class.__name__} takes no batch_size")
+        model.batch_size = 20
+    dataset = tf.data.Dataset.from_tensor_slices(data).batch(20)  # batches of 20, 20 and 10
+    batches = iter(dataset.repeat())
+    call_data = {"dataset": dataset}.get(form, data)
+    optimizer = gpflow.keras.tf_keras.optimizers.Adam(0.01)
+    reference_optimizer = gpflow.keras.tf_keras.optimizers.Adam(0.01)
+
+    @tf.function(autograph=False)
+    def step():
+        return _adam_step(model, optimizer, next(batches) if form == "iterator" else call_data)
+
+    for _ in range(2):
+        loss, gradients = step()
+        assert np.isfinite(loss)
+        assert all(np.all(np.isfinite(g)) for g in gradients)
+        assert any(np.any(g.numpy() != 0.0) for g in gradients)
+        if form != "iterator":
+            expected_loss, expected = _adam_step(reference, reference_optimizer, data)
+            np.testing.assert_allclose(loss, expected_loss, rtol=1e-9)
+            for value, wanted in zip(gradients, expected):
+                np.testing.assert_allclose(value, wanted, rtol=1e-7, atol=1e-10)
+
+
 def test_a_mini_batch_loss_takes_the_methods_natural_gradient_step(model_class, data):
     """
     On a mini-batch, training_loss moves q(u) by the method's own natural-gradient step (ρ =

@@ -173,8 +173,9 @@ def test_svi_step_is_traced_once_for_any_batch_size(binary_data):
 
 
 def test_svi_steps_positive_hyperparameters_in_log_scale(binary_data):
-    """One step of plain gradient descent moves log s of a softplus parameter (and Z as it is)
-    by −rate × its gradient in that coordinate: the optimiser's step is taken in z = log s."""
+    """One step of plain gradient descent moves log s of a softplus parameter (and Z / c, c the
+    spread of the columns of X) by −rate × its gradient in that coordinate: the optimiser's step
+    is taken in z = log s (and in Z / c)."""
     rate = 0.05
     model = make_pg(binary_data, train_inducing=True)
     model.kernel.variance.assign(300.0)
@@ -209,8 +210,53 @@ def test_svi_steps_positive_hyperparameters_in_log_scale(binary_data):
     # The step's own gradient also sees q(u) move with θ, to second order at the fixed point.
     step = np.log(model.kernel.variance.numpy()) - np.log(variance)
     np.testing.assert_allclose(step, -rate * g_log_s, rtol=1e-6)
+    c = binary_data[0].std(axis=0)  # the first batch's inputs: here all of them
     moved = model.inducing_variable.Z.numpy() - Z
-    np.testing.assert_allclose(moved, -rate * g_Z.numpy(), rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(moved / c, -rate * c * g_Z.numpy(), rtol=1e-6, atol=1e-12)
+
+
+def test_the_inducing_inputs_are_stepped_in_units_of_the_inputs_spread(binary_data):
+    """Each column's standard deviation; for a column without spread its largest magnitude, or
+    1. Taken from the first batch stepped on, unless measured on all the inputs before."""
+    X = np.array([[0.0, 3.0, 2.0], [0.0, -3.0, 4.0]])
+    np.testing.assert_array_equal(fv.training.svi.input_units(X), [1.0, 3.0, 1.0])
+    np.testing.assert_array_equal(fv.training.svi.input_units([[-2e-6, 0.0]]), [2e-6, 1.0])
+    svi = fv.NaturalGradientSVI(make_pg(binary_data, train_inducing=True))
+    in_a_function = tf.function(svi.step)  # measured in the graph, where the batch arrives
+    in_a_function(tuple(tf.constant(a[:20]) for a in binary_data))
+    svi.step(binary_data)
+    (units,) = [c for c in svi.units if c is not None]
+    np.testing.assert_allclose(units.numpy()[0], binary_data[0][:20].std(axis=0), rtol=1e-12)
+    svi.measure_inputs(binary_data[0])
+    np.testing.assert_allclose(units.numpy()[0], binary_data[0].std(axis=0), rtol=1e-12)
+    held = fv.NaturalGradientSVI(make_pg(binary_data, train_inducing=False))
+    assert held.units == [None] * len(held.variables)
+
+
+@pytest.mark.parametrize("batch_size", [None, pytest.param(20, marks=pytest.mark.slow)])
+def test_the_same_data_in_other_units_train_to_the_same_model(binary_data, batch_size):
+    """
+    The inputs, the inducing inputs and the lengthscales all multiplied by 10⁻⁶ are the same
+    model in other units: ``fit``, with the inducing inputs trained as SVGP trains them, runs
+    the same iterations and predicts the same probabilities.
+    """
+    X, Y = binary_data
+    runs = []
+    for scale in (1.0, 1e-6):
+        model = fv.PolyaGammaSVGP(
+            gpflow.kernels.SquaredExponential(lengthscales=[scale] * X.shape[1]),
+            gpflow.likelihoods.Bernoulli(**LOGIT),
+            X[:12] * scale,
+            num_data=len(X),
+        )
+        trace = fv.fit(model, (X * scale, Y), batch_size=batch_size, max_iter=30)
+        p, _ = model.predict_y(X * scale)
+        runs.append((trace.column("objective"), p.numpy(), model.inducing_variable.Z / scale))
+    (objective, p, Z), (objective_scaled, p_scaled, Z_scaled) = runs
+    assert np.mean((p > 0.5) == (Y > 0.5)) > 0.7
+    np.testing.assert_allclose(objective_scaled, objective, rtol=1e-6)
+    np.testing.assert_allclose(p_scaled, p, atol=1e-6)
+    np.testing.assert_allclose(Z_scaled, Z, rtol=1e-5, atol=1e-8)
 
 
 def test_an_adam_step_changes_a_large_variance_by_a_factor_not_an_amount(binary_data):
@@ -361,3 +407,48 @@ def test_a_full_data_loss_whose_step_cannot_be_taken_is_inf_and_stores_nothing(b
     assert np.isposinf(model.training_loss(data))
     np.testing.assert_array_equal(model.q_mu.numpy(), q_mu)
     np.testing.assert_array_equal(model.q_sqrt.numpy(), q_sqrt)
+
+
+@pytest.mark.parametrize("length", ["known", "unknown"])
+def test_single_points_are_counted_with_the_last_batch_that_is_not_stepped_on(binary_data, length):
+    """
+    60 points in batches of 25 step on 50 of them; a model built for 55 points would step on 50
+    too, so the rows stepped on cannot tell the two apart: every point is counted, before the
+    stream is read where TensorFlow knows their number, else in the first pass.
+    """
+    model = make_pg(binary_data)
+    model.num_data = 55
+    points = tf.data.Dataset.from_tensor_slices(binary_data)
+    if length == "unknown":
+        points = points.filter(lambda X, Y: True)
+    said = "yields" if length == "known" else "yielded"
+    with pytest.raises(
+        fv.InvalidDataError, match=f"{said} 60 rows in a pass, where num_data is 55"
+    ):
+        fv.fit(model, points, batch_size=25, max_iter=3)
+    model.num_data = 60
+    trace = fv.fit(model, points, batch_size=25, max_iter=2)
+    assert len(trace.rows) == 2
+
+
+def test_training_loss_and_elbo_take_a_dataset_as_all_the_data(binary_data):
+    """As the other models do: a ``tf.data.Dataset`` is all the data, streamed in every pass,
+    its rows counted against ``num_data``; one that never ends is refused."""
+    model, twin = make_pg(binary_data), make_pg(binary_data)
+    dataset = tf.data.Dataset.from_tensor_slices(binary_data).batch(25)  # 25, 25 and 10 rows
+    np.testing.assert_allclose(model.training_loss(dataset), twin.training_loss(binary_data))
+    np.testing.assert_allclose(model.q_mu.numpy(), twin.q_mu.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(model.elbo(dataset), twin.elbo(binary_data), rtol=1e-10)
+    with pytest.warns(UserWarning, match="gpflow.optimizers.Scipy"):  # the closure's shortfall
+        closures = [m.training_loss_closure(d) for m, d in ((model, dataset), (twin, binary_data))]
+    np.testing.assert_allclose(*(closure() for closure in closures))
+    short = tf.data.Dataset.from_tensor_slices(tuple(a[:50] for a in binary_data))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="yielded"):
+        model.training_loss(short.batch(20))
+    with pytest.raises(fv.InvalidDataError, match="yields 50 rows in a pass, where num_data is 60"):
+        model.training_loss(short.batch(25, drop_remainder=True))
+    with pytest.raises(fv.InvalidDataError, match="repeats without end"):
+        model.training_loss(dataset.repeat())
+    model.mean_function = NaNMean()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="natural parameters that are not"):
+        model.training_loss(dataset)

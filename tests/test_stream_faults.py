@@ -97,15 +97,34 @@ def test_an_endless_dataset_is_refused_or_trained_for_the_time_budget(
     _assert_unchanged(model, before)
 
 
-def test_num_data_other_than_the_rows_of_a_stream_is_refused(family_model_class, data):
+@pytest.mark.parametrize("max_iter", [3, 1])
+def test_num_data_other_than_the_rows_of_a_stream_is_refused(family_model_class, data, max_iter):
+    """Counted in the first pass, and refused before its last batch is used: a run of one pass
+    (PolyaGammaSVGP's first iteration) is refused too."""
     model = FACTORIES[family_model_class](data, data[0][::5].copy())
     model.num_data = len(data[0]) + 10  # as if built with num_data=60 for a stream of 50
     before = _values(model)
     with pytest.raises(fv.InvalidDataError, match="yielded 50 rows in a pass") as raised:
-        fv.fit(model, _stream(*data), max_iter=3)
+        fv.fit(model, _stream(*data), max_iter=max_iter)
     assert "num_data is 60" in str(raised.value)
     _assert_plain(raised.value)
     _assert_unchanged(model, before)
+
+
+def test_rows_known_without_reading_the_stream_are_checked_before_it_is_read(
+    family_model_class, data
+):
+    """Batches of one size (``drop_remainder=True``) tell their rows: a mismatch is refused before
+    the first batch is read, here before its NaN is found."""
+    X = data[0].copy()
+    X[0, 0] = np.nan
+    stream = tf.data.Dataset.from_tensor_slices((X, data[1])).batch(10, drop_remainder=True)
+    model = FACTORIES[family_model_class](data, data[0][::5].copy())
+    model.num_data = len(X) + 10
+    with pytest.raises(fv.InvalidDataError, match="yields 50 rows in a pass") as raised:
+        fv.fit(model, stream, max_iter=3)
+    assert "num_data is 60" in str(raised.value)
+    _assert_plain(raised.value)
 
 
 def test_a_callback_that_returns_no_mapping_is_refused_after_the_iteration(

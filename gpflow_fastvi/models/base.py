@@ -288,7 +288,11 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
 
         Where no jitter can factorise Kmm (a line search's extreme trial point) the loss is
         +inf with a zero gradient, and q(u) is left as it was: L-BFGS-B then shortens its step
-        (:meth:`~gpflow_fastvi.models.q_frame.QStorage.loss_or_inf`).
+        (:meth:`~gpflow_fastvi.models.q_frame.QStorage.loss_or_inf`). Where the passes' gradient
+        recomputes them batch by batch (a ``tf.data.Dataset``, a ``batch_size``, the replicas of
+        a strategy) such a call raises instead: that gradient reads the model's variables
+        again, and TensorFlow cannot build it inside the ``tf.cond`` that gives +inf once the
+        loss is traced in a ``tf.function`` (tensorflow/tensorflow#50170).
 
         On a mini-batch (fewer rows than ``num_data``) the step is instead a natural-gradient step
         of size ρ = min(1, b / 10,000) on q(u) towards the batch's closed-form optimum, and the
@@ -307,6 +311,8 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
                 -(stepped.objective + self.log_prior_density()), lambda: self.adopt(stepped)
             )
 
+        if not self.projects_all_at_once(data):
+            return loss()  # differentiable under tf.function, where no tf.cond wraps it
         return self.where_factorisable(loss)
 
     def closure_data(self, data: Any) -> Data:

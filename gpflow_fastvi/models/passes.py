@@ -75,10 +75,14 @@ class DataPasses(SiteModel):
         rows = X.shape[0]
         return rows is None or rows < self.num_data
 
-    def data_scale(self, X: tf.Tensor) -> tf.Tensor:
-        """num_data / (rows of X): how much a batch's sum over points counts; 1 without ``num_data``."""
+    def data_scale(self, X: Any) -> tf.Tensor:
+        """
+        num_data / (rows of X): how much a batch's sum over points counts; 1 without ``num_data``,
+        and for a ``tf.data.Dataset``, which is all the data (its rows are counted against
+        ``num_data`` in the pass, :meth:`sum_over_data`).
+        """
         dtype = gpflow.config.default_float()
-        if self.num_data is None:
+        if self.num_data is None or isinstance(X, tf.data.Dataset):
             return tf.constant(1.0, dtype=dtype)
         return tf.cast(self.num_data, dtype) / tf.cast(tf.shape(X)[0], dtype)
 
@@ -166,8 +170,8 @@ class DataPasses(SiteModel):
     def sum_over_projected_rows(
         self,
         per_rows: Callable[..., Any],
-        X: tf.Tensor,
-        Y: tf.Tensor,
+        X: Any,
+        Y: Optional[tf.Tensor],
         L: tf.Tensor,
         shared: Sequence[tf.Tensor] = (),
         projection: Optional[Projection] = None,
@@ -176,6 +180,8 @@ class DataPasses(SiteModel):
         :meth:`sum_over_data` of ``per_rows(X, Y, projection, *shared)`` over the rows of (X, Y),
         each set of rows projected by L = chol(Kmm) where it is summed; on one device the
         ``projection`` of all the rows may be given instead, when the caller has it already.
+        X may also be a ``tf.data.Dataset`` of (X, Y) batches, with Y ``None``: all the data,
+        streamed once (a full-data step of :class:`~gpflow_fastvi.PolyaGammaSVGP`).
         """
         if projection is not None and self.pass_strategy() is None:
             return per_rows(X, Y, projection, *shared)
@@ -183,7 +189,8 @@ class DataPasses(SiteModel):
         def projected(X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, *shared: tf.Tensor) -> Any:
             return per_rows(X, Y, self.projection(X, L), *shared)
 
-        return self.sum_over_data(projected, (X, Y), (L, *shared))
+        data = X if isinstance(X, tf.data.Dataset) else (X, Y)
+        return self.sum_over_data(projected, data, (L, *shared))
 
     # ----------------------------------------------------------------------------------------------
     # Several devices: tf.distribute.

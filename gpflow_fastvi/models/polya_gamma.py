@@ -1,16 +1,18 @@
 """PolyaGammaSVGP: SVGP for logit classification with Pólya-Gamma sites and natural-gradient SVI (Wenzel et al., 2019)."""
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import gpflow
 import tensorflow as tf
 from gpflow.base import RegressionData
 
 from ..distribution import set_trainable
+from ..exceptions import InvalidDataError
 from ..inducing import make_inducing_variable, set_inducing_trainable
 from ..likelihoods import LogisticSoftmax, one_hot_classes
 from ..sites.logistic_softmax import ls_optimal_locals, ls_sites
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
+from ..stream_validation import ZERO_ONE_OR_SIGNS, checked_stream, static_cardinality
 from ..types import Route, Sites
 from ..validation import (
     check_latent_functions,
@@ -20,6 +22,12 @@ from ..validation import (
 )
 from .natural_step import NaturalGradientStep
 from .step_sizes import FULL_DATA_STEPS
+
+NOT_FINITE_STEP = (
+    "PolyaGammaSVGP's step on q(u) has natural parameters that are not finite at these "
+    "hyperparameters (a trial point too far out, or NaN in the mean function)."
+)
+"""What a full-data ``training_loss`` on a stream says where its step cannot be taken."""
 
 
 class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
@@ -162,11 +170,12 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
     def elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
         The Pólya-Gamma ELBO in closed form, at the optimal q(ω) for the current q(u); see the class
-        docstring. For a mini-batch, an unbiased estimate of the full-data value. Concrete data are
-        checked as the other models check theirs (:meth:`checked_training_data`); without data, a
-        ValueError says to pass them.
+        docstring. For a mini-batch, an unbiased estimate of the full-data value; a
+        ``tf.data.Dataset`` is all the data, streamed. Concrete data are checked as the other
+        models check theirs (:meth:`checked_call_data`); without data, a ValueError says to pass
+        them.
         """
-        X, Y = self.checked_training_data(self._require_data(data, "elbo"))
+        X, Y = self.checked_call_data(data, "elbo")
         return self.batch_sites_elbo(X, Y, self.Kmm_cholesky(), self.q_mu, self.q_sqrt)
 
     # ----------------------------------------------------------------------------------------------
@@ -180,9 +189,34 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
         """SVGP's own ELBO (the likelihood's quadrature) at the current q(u), ≥ :meth:`elbo`."""
         return gpflow.models.SVGP.elbo(self, self._require_data(data, "yardstick_elbo"))
 
-    def closure_data(self, data: Any) -> RegressionData:
-        """The data a closure over all of them works on: ``(X, Y)``, checked once."""
-        return self.checked_training_data(self._require_data(data, "training_loss_closure"))
+    def closure_data(self, data: Any) -> Any:
+        """The data a closure over all of them works on: ``(X, Y)`` or a ``tf.data.Dataset``,
+        checked once."""
+        X, Y = self.checked_call_data(data, "training_loss_closure")
+        return X if Y is None else (X, Y)
+
+    def checked_call_data(self, data: Any, method: str) -> Tuple[Any, Optional[tf.Tensor]]:
+        """
+        The data of a call as ``(X, Y)``, checked (:meth:`checked_training_data`); or, for a
+        ``tf.data.Dataset`` of ``(X [b, D], Y [b, 1])`` batches, all the data streamed once per
+        pass, as ``(dataset, None)``: its batches checked as they stream, its rows counted
+        against ``num_data`` in every pass and, where TensorFlow knows them without reading it,
+        here (:func:`~gpflow_fastvi.stream_validation.checked_stream`). A dataset that repeats
+        without end is refused: a pass over it would never end.
+        """
+        data = self._require_data(data, method)
+        if not isinstance(data, tf.data.Dataset):
+            return self.checked_training_data(data)
+        if static_cardinality(data) == tf.data.INFINITE_CARDINALITY:
+            raise InvalidDataError(
+                f"The dataset repeats without end, and {method} takes a tf.data.Dataset as all "
+                "the data, read in every pass: pass a finite dataset (without .repeat()). For "
+                "mini-batches of an endless stream use fit(model, dataset), or "
+                "training_loss_closure(iter(dataset))."
+            )
+        labels = () if isinstance(self.likelihood, LogisticSoftmax) else ZERO_ONE_OR_SIGNS
+        num_data = None if self.num_data is None else int(self.num_data)
+        return checked_stream(data, labels, num_data), None
 
     def training_loss(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
@@ -199,19 +233,23 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
           three steps of size ρ = 1 (coordinate ascent in q(u) and the cᵢ), kept unless the
           loss is higher than that of the evaluation that set the stored q(u) (a line search's
           trial point too far out); +inf where no jitter factorises Kmm or a step's natural
-          parameters are not finite, with q(u) left as it was.
+          parameters are not finite, with q(u) left as it was;
+        - on a ``tf.data.Dataset``, the same on all the data, each step a pass over the stream;
+          where the step cannot be taken the call raises instead of returning +inf
+          (:meth:`~gpflow_fastvi.models.base.GaussianSitesModel.training_loss` says why).
 
         The loss's gradient holds q(u) fixed: ``q_mu`` and ``q_sqrt`` are not trainable (the
         steps set them).
         """
-        X, Y = self.checked_training_data(self._require_data(data, "training_loss"))
-        if self.is_mini_batch(X):
+        X, Y = self.checked_call_data(data, "training_loss")
+        streamed = Y is None
+        if not streamed and self.is_mini_batch(X):
             return self.mini_batch_loss_step((X, Y))
 
         def loss() -> tf.Tensor:
             L = self.Kmm_cholesky()
             # On one device the data are projected once for every pass (:meth:`sum_over_projected_rows`).
-            projection = None if self.pass_strategy() else self.projection(X, L)
+            projection = None if streamed or self.pass_strategy() else self.projection(X, L)
             q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
             # The sites are read at the trial hyperparameters, which a line search may take so far
             # out that the step's precision is not finite: the loss is then +inf, nothing stored.
@@ -233,9 +271,14 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
                     -(elbo + self.log_prior_density()), lambda: self.store_q(q_mu, q_sqrt)
                 )
 
-            return self.loss_or_inf(finite, evaluated)
+            if not streamed:
+                return self.loss_or_inf(finite, evaluated)
+            # A streamed pass's gradient reads the variables again, which TensorFlow cannot
+            # differentiate inside a tf.cond once traced (GaussianSitesModel.training_loss).
+            with tf.control_dependencies([tf.debugging.Assert(finite, [NOT_FINITE_STEP])]):
+                return evaluated()
 
-        return self.where_factorisable(loss)
+        return loss() if streamed else self.where_factorisable(loss)
 
     def update_sites(
         self, num_updates: int = 1, *, data: Optional[RegressionData] = None

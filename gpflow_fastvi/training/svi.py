@@ -15,7 +15,7 @@ Both run in one compiled function that is traced once: batches enter through an 
 signature with an unknown batch size, and ρₜ is computed in the graph from a step counter.
 """
 
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Set, Tuple, Union
 
 import gpflow
 import numpy as np
@@ -27,30 +27,16 @@ from ..distribution import (
     scope_of,
     watch_outside_replicas,
 )
-from ..exceptions import InvalidDataError
 from ..models import SiteModel
 from ..models.step_sizes import AVERAGED_POINTS, mini_batch_step_size
-from ..stream_validation import NO_BATCHES, ZERO_ONE_OR_SIGNS, checked_stream
-from ..validation import (
-    batch_tensors,
-    check_data,
-    check_input_columns,
-    positive_int,
-    targets_for_likelihood,
-)
-from .log_scale import dx_dz, log_softplus, on_softplus, softplus_of_log
+from ..validation import batch_tensors, positive_int
+from .batches import DEFAULT_BATCH_SIZE, batches_from_arrays, batches_from_dataset
+from .log_scale import dx_dz, is_softplus, log_softplus, on_softplus, softplus_of_log
 from .plans import Report, TrainingPlan
 from .plateau import MAX_PASSES, Plateau
 
 StepSize = Union[float, Callable[[tf.Tensor], tf.Tensor]]
 """A constant ρ ∈ (0, 1], or a schedule t ↦ ρₜ of the step count t = 0, 1, 2, …"""
-
-DEFAULT_BATCH_SIZE = 1000
-"""
-:func:`svi_plan`'s mini-batch size for arrays when none is given (all the points when there are
-fewer). On two CPU cores at m = 100 a PolyaGammaSVGP step on 1000 points costs 5.3 ms against 2.8 ms
-on 100: ten times the points for twice the time, with less noisy targets for q(u) and gradients for θ.
-"""
 
 DEFAULT_LEARNING_RATE = 0.1
 """
@@ -92,6 +78,24 @@ class RobbinsMonro:
         return f"RobbinsMonro(tau={self.tau}, kappa={self.kappa})"
 
 
+def input_units(X: Any) -> tf.Tensor:
+    """
+    The units [D] of the columns of the inputs X [N, D] in which :class:`NaturalGradientSVI`
+    steps the inducing inputs: each column's standard deviation; for a column without spread
+    (one row, or one value) its largest absolute value, or 1 if that is 0 too.
+
+    Adam steps each coordinate by about its learning rate in the units the coordinate is in: on
+    GPflow's Z a step of 0.1 is a tenth of the spread of standardised inputs, and 10⁵ times the
+    spread of inputs of 10⁻⁶, which takes the inducing inputs far from the data. In these units a
+    step is the same share of each column's spread in any units of X, and a run the same, step
+    for step; for standardised inputs the units are 1.
+    """
+    X = tf.convert_to_tensor(X, dtype=gpflow.config.default_float())
+    units = tf.math.reduce_std(X, axis=0)
+    units = tf.where(units > 0, units, tf.reduce_max(tf.abs(X), axis=0))
+    return tf.where(units > 0, units, tf.ones_like(units))
+
+
 def _step_size_function(step_size: StepSize) -> Callable[[tf.Tensor], tf.Tensor]:
     if callable(step_size):
         return step_size
@@ -124,10 +128,13 @@ class NaturalGradientSVI:
         a model built in a :mod:`tf.distribute` strategy's scope, made in that scope too.
     :param log_scale: step each positive parameter on GPflow's softplus transform (kernel
         variances, lengthscales) in z = log s (:mod:`~gpflow_fastvi.training.log_scale`), so that
-        a step changes it by about the same factor whatever its size; ``False`` steps GPflow's
-        unconstrained value, as GPflow's own Adam loop does. The optimiser gets the gradient in z,
-        and the step it takes is carried back to the variable through the transform, so its
-        state needs no second set of variables.
+        a step changes it by about the same factor whatever its size, and each column of the
+        inducing inputs in units of the spread of that column of X (:func:`input_units`, from
+        the inputs :meth:`measure_inputs` is given, by default the first batch stepped on), so
+        that a step moves them by the same share of the inputs' extent in any units of X;
+        ``False`` steps GPflow's unconstrained values, as GPflow's own Adam loop does. The
+        optimiser gets the gradient in the coordinates it searches, and the step it takes is
+        carried back to the variable, so its state needs no second set of variables.
     """
 
     def __init__(
@@ -154,6 +161,19 @@ class NaturalGradientSVI:
         logged = on_softplus(model.trainable_parameters) if log_scale else set()
         self.in_log_scale = [id(v) in logged for v in self.variables]
         """Which of :attr:`variables` are stepped in log scale."""
+        located = _inducing_input_ids(model.inducing_variable) if log_scale else set()
+        self.units: List[Optional[tf.Variable]] = [
+            (
+                tf.Variable(tf.ones([1, v.shape[1]], v.dtype), trainable=False, name="svi_units")
+                if id(v) in located
+                else None
+            )
+            for v in self.variables
+        ]
+        """For each of :attr:`variables`, the units [1, D] its columns are stepped in (the
+        inducing inputs, :meth:`measure_inputs`), or ``None``."""
+        self.inputs_measured = tf.Variable(not located, trainable=False, name="svi_measured")
+        """Whether :attr:`units` are set; if not, the next step sets them from its batch."""
         # Keras keeps the slots of variables created in a strategy's scope only when the
         # optimiser is made and built in that scope too.
         with scope_of(self.variables):
@@ -174,6 +194,8 @@ class NaturalGradientSVI:
 
     def _step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         model = self.model
+        if any(c is not None for c in self.units):
+            tf.cond(self.inputs_measured, tf.no_op, lambda: self.measure_inputs(X))
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             watch_outside_replicas(tape, self.variables)
             rho = self.rho(self.iteration) * self.step_scale
@@ -189,16 +211,28 @@ class NaturalGradientSVI:
         """
         The optimiser's step on the hyperparameters; for those in log scale it is given the
         gradient in z = log s, and the change it makes to the variable is taken as the step in z:
-        x ← x(z(x₀) + Δ), with x₀ the value before.
+        x ← x(z(x₀) + Δ), with x₀ the value before. For the inducing inputs, in units c of their
+        columns, the gradient in Z / c, and the step Δ so taken moves Z by c Δ.
         """
-        logged = [(v, tf.identity(v)) for v, log in zip(self.variables, self.in_log_scale) if log]
+        searched = zip(self.variables, self.in_log_scale, self.units)
+        before = [(v, tf.identity(v), log, c) for v, log, c in searched if log or c is not None]
         gradients = [
-            g * dx_dz(v) if log else g
-            for g, v, log in zip(gradients, self.variables, self.in_log_scale)
+            g * dx_dz(v) if log else g if c is None else g * c
+            for g, v, log, c in zip(gradients, self.variables, self.in_log_scale, self.units)
         ]
         apply_gradients_outside_replicas(self.optimizer, gradients, self.variables)
-        for variable, before in logged:
-            variable.assign(softplus_of_log(log_softplus(before) + (variable - before)))
+        for variable, x0, log, c in before:
+            step = variable - x0
+            variable.assign(softplus_of_log(log_softplus(x0) + step) if log else x0 + c * step)
+
+    def measure_inputs(self, X: Any) -> tf.Operation:
+        """Step the inducing inputs in the units of the columns of the inputs X [N, D]
+        (:func:`input_units`) from now on; :meth:`step` takes them from its first batch unless
+        this was called before."""
+        units = input_units(X)[None, :]
+        assigned = [c.assign(tf.cast(units, c.dtype)) for c in self.units if c is not None]
+        with tf.control_dependencies(assigned):
+            return self.inputs_measured.assign(True).op
 
     def scale_steps(self, factor: float) -> None:
         """Multiply the step on q(u) (ρ) and the optimiser's learning rate by ``factor``, from the
@@ -216,110 +250,18 @@ class NaturalGradientSVI:
         return self._compiled_step(*batch_tensors(batch))
 
 
+def _inducing_input_ids(inducing_variable: Any) -> Set[int]:
+    """The ids of the variables of the trainable inducing inputs Z [M, D] of
+    ``inducing_variable`` (rank 2, not on a softplus transform)."""
+    return {
+        id(p.unconstrained_variable)
+        for p in inducing_variable.trainable_parameters
+        if p.unconstrained_variable.shape.rank == 2 and not is_softplus(p.transform)
+    }
+
+
 # --------------------------------------------------------------------------------------------------
-# The data pipeline and the plan fit() runs
-
-
-def _batches_from_arrays(
-    model: Any, data: Tuple[Any, Any], batch_size: int, seed: int
-) -> Tuple[Iterator[Tuple[tf.Tensor, tf.Tensor]], int, bool]:
-    """An endless iterator of batches, the number of points, and whether each batch is all of them."""
-    X, Y = check_data(data)
-    Y = targets_for_likelihood(model.likelihood, Y)
-    check_input_columns(X, model.inducing_variable, "the inputs X")
-    N = X.shape[0]
-    full_batch = batch_size >= N
-    num_data = model.num_data
-    if num_data is not None and int(num_data) != N:
-        raise InvalidDataError(
-            f"model.num_data is {int(num_data)} but the training data have {N} rows; the mini-batch "
-            "ELBO would be scaled wrongly."
-        )
-    if num_data is None and not full_batch:
-        raise ValueError(
-            f"Mini-batches of {batch_size} need model.num_data to scale the ELBO: construct the "
-            f"model with num_data={N}, or pass batch_size={N} for full-batch steps (without "
-            f"batch_size, fit takes mini-batches of {DEFAULT_BATCH_SIZE} beyond that many points)."
-        )
-    if full_batch:
-        tensors = (tf.constant(X), tf.constant(Y))
-
-        def repeat() -> Iterator[Tuple[tf.Tensor, tf.Tensor]]:
-            while True:
-                yield tensors
-
-        return repeat(), N, True
-
-    def shuffled() -> Iterator[Tuple[np.ndarray, np.ndarray]]:
-        # Arrays in memory: a NumPy permutation per pass and fancy indexing cost microseconds per
-        # batch, where a shuffling tf.data pipeline costs milliseconds, as much as the step itself.
-        rng = np.random.default_rng(seed)
-        size = batch_size
-        while True:
-            order = rng.permutation(N)
-            for start in range(0, N - size + 1, size):  # every batch full, as drop_remainder
-                index = order[start : start + size]
-                yield X[index], Y[index]
-
-    return shuffled(), N, False
-
-
-def _batches_from_dataset(
-    model: Any, dataset: tf.data.Dataset, batch_size: Optional[int]
-) -> Tuple[Iterator[Any], Optional[int]]:
-    if model.num_data is None:
-        raise ValueError(
-            "Training from a tf.data.Dataset needs model.num_data (the number of training points) "
-            "to scale the mini-batch ELBO."
-        )
-    spec = dataset.element_spec
-    if not isinstance(spec, (tuple, list)) or len(spec) != 2:
-        raise InvalidDataError("The dataset must yield pairs (X, Y).")
-    rank = spec[0].shape.rank
-    num_data = int(model.num_data)
-    expected_rows = num_data  # in each pass over the stream
-    if rank == 1:
-        if batch_size is None:
-            raise ValueError("The dataset yields single points: give batch_size to batch them.")
-        dataset = dataset.batch(int(batch_size), drop_remainder=True)
-        expected_rows -= num_data % int(batch_size)  # the points of the last, partial batch
-    elif rank != 2:
-        raise InvalidDataError(f"The dataset must yield X of rank 1 or 2; got rank {rank}.")
-    elif batch_size is not None:
-        raise ValueError("The dataset is already batched; leave batch_size out.")
-    binary = isinstance(model.likelihood, gpflow.likelihoods.Bernoulli)
-    dataset = checked_stream(dataset, ZERO_ONE_OR_SIGNS if binary else ())
-    cardinality = int(dataset.cardinality())
-    per_epoch = cardinality if cardinality > 0 else None
-    stream = _epochs(dataset.prefetch(tf.data.AUTOTUNE), num_data, expected_rows)
-    return stream, per_epoch
-
-
-def _epochs(
-    dataset: tf.data.Dataset, num_data: int, expected_rows: int
-) -> Iterator[Tuple[tf.Tensor, tf.Tensor]]:
-    """
-    The batches of ``dataset`` over and over, with its rows counted: a stream that ends with no
-    batches, or whose first pass yields another number of rows than ``expected_rows`` (from
-    ``num_data``, which scales every mini-batch's ELBO), raises an :class:`InvalidDataError`
-    when it ends. An endless stream is never counted.
-    """
-    first = True
-    while True:
-        rows = 0
-        for X, Y in dataset:
-            rows += int(X.shape[0])
-            yield X, Y
-        if rows == 0:
-            raise InvalidDataError(NO_BATCHES)
-        if first and rows != expected_rows:
-            dropped = "" if expected_rows == num_data else f", {expected_rows} in whole batches"
-            raise InvalidDataError(
-                f"The dataset yielded {rows} rows in a pass, where num_data is {num_data}"
-                f"{dropped} (build the model with the number of rows the dataset yields: "
-                "num_data scales every mini-batch's ELBO)."
-            )
-        first = False
+# The plan fit() runs (its batches: :mod:`~gpflow_fastvi.training.batches`)
 
 
 def svi_plan(
@@ -361,14 +303,15 @@ def svi_plan(
     ``learning_rate`` given is where the halvings start.
     """
     batch_size = positive_int(batch_size, "batch_size", optional=True)
+    X = None
     if isinstance(data, tf.data.Dataset):
-        batches, per_epoch = _batches_from_dataset(model, data, batch_size)
+        batches, per_epoch = batches_from_dataset(model, data, batch_size)
         full_batch = False
     else:
         if batch_size is None:
             batch_size = DEFAULT_BATCH_SIZE
-        batches, N, full_batch = _batches_from_arrays(model, data, batch_size, seed)
-        per_epoch = 1 if full_batch else N // batch_size
+        batches, X, full_batch = batches_from_arrays(model, data, batch_size, seed)
+        per_epoch = 1 if full_batch else len(X) // batch_size
     if step_size is None and full_batch:
         step_size = 1.0
     elif step_size is None and batch_size is not None:
@@ -378,6 +321,8 @@ def svi_plan(
     if learning_rate is None:
         learning_rate = DEFAULT_LEARNING_RATE
     svi = NaturalGradientSVI(model, step_size=step_size, learning_rate=learning_rate)
+    if X is not None:
+        svi.measure_inputs(X)  # all the inputs, not a batch's sample of them
 
     def step() -> float:
         estimates = [svi.step(next(batches)) for _ in range(int(steps))]
@@ -416,6 +361,7 @@ __all__ = [
     "NaturalGradientSVI",
     "RobbinsMonro",
     "StepSize",
+    "input_units",
     "mini_batch_step_size",
     "svi_plan",
 ]
