@@ -5,6 +5,7 @@ from typing import Any, Optional
 import gpflow
 import tensorflow as tf
 from gpflow.base import RegressionData
+from gpflow.models import SVGP
 
 from ..distribution import set_trainable
 from ..inducing import make_inducing_variable, set_inducing_trainable
@@ -22,7 +23,7 @@ from .natural_step import NaturalGradientStep
 from .step_sizes import FULL_DATA_STEPS
 
 
-class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
+class PolyaGammaSVGP(NaturalGradientStep, SVGP):
     r"""
     :class:`gpflow.models.SVGP` for binary classification with the logit link, whose ELBO is in closed
     form through Pólya-Gamma augmentation (:cite:t:`wenzel2019efficient`), trained by stochastic
@@ -178,7 +179,7 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
 
     def yardstick_elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """SVGP's own ELBO (the likelihood's quadrature) at the current q(u), ≥ :meth:`elbo`."""
-        return gpflow.models.SVGP.elbo(self, self._require_data(data, "yardstick_elbo"))
+        return SVGP.elbo(self, self._require_data(data, "yardstick_elbo"))
 
     def closure_data(self, data: Any) -> RegressionData:
         """The data a closure over all of them works on: ``(X, Y)``, checked once."""
