@@ -340,6 +340,48 @@ MULTI_CLASS_HINT = (
 """What the errors of the binary and scalar models say to use for a multi-class problem."""
 
 
+def svgp_num_latent_gps(num_latent_gps: int, q_sqrt: Any) -> int:
+    """
+    The number of latent GPs as :class:`gpflow.models.SVGP` takes it: the leading axis L of
+    ``q_sqrt`` [L, M, M] when one is given, else ``num_latent_gps``.
+    """
+    if q_sqrt is None:
+        return num_latent_gps
+    shape = np.shape(q_sqrt)
+    if len(shape) != 3:
+        raise ValueError(
+            f"q_sqrt must have shape [L, M, M] (L latent GPs, M inducing points; q_diag=False); "
+            f"got shape {list(shape)}."
+        )
+    return int(shape[0])
+
+
+def svgp_initial_q(q_mu: Any, q_sqrt: Any, M: int, L: int) -> Tuple[np.ndarray, np.ndarray]:
+    """
+    q(u)'s starting point as :class:`gpflow.models.SVGP` takes it: ``q_mu`` [M, L] (zeros when
+    ``None``) and ``q_sqrt`` [L, M, M] (identities when ``None``), copied in GPflow's default float
+    and checked for their shapes and finite values. As in SVGP, the triangular transform of
+    ``q_sqrt`` keeps its lower triangle.
+    """
+    dtype = gpflow.config.default_float()
+    initial = {
+        "q_mu": (q_mu, (M, L), np.zeros((M, L))),
+        "q_sqrt": (q_sqrt, (L, M, M), np.tile(np.eye(M), (L, 1, 1))),
+    }
+    arrays = []
+    for name, (value, shape, default) in initial.items():
+        array: np.ndarray = np.array(default if value is None else value, dtype=dtype)
+        if array.shape != shape:
+            raise ValueError(
+                f"{name} must have shape {list(shape)} (M = {M} inducing points, L = {L} latent "
+                f"GPs); got shape {list(array.shape)}."
+            )
+        if not np.all(np.isfinite(array)):
+            raise ValueError(f"{name} contains NaN or infinite values.")
+        arrays.append(array)
+    return arrays[0], arrays[1]
+
+
 def check_latent_functions(
     model: str,
     kernel: gpflow.kernels.Kernel,

@@ -30,7 +30,6 @@ import abc
 from typing import Any, Callable, ClassVar, Optional, Tuple
 
 import gpflow
-import numpy as np
 import tensorflow as tf
 from gpflow.base import Parameter, RegressionData
 from gpflow.models import GPModel
@@ -48,6 +47,8 @@ from ..validation import (
     is_logit_bernoulli,
     positive_int,
     signed_labels,
+    svgp_initial_q,
+    svgp_num_latent_gps,
     targets_for_likelihood,
 )
 from .data_form import DataFirstForm, DataHoldingForm
@@ -161,6 +162,8 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
         num_latent_gps: int = 1,
         q_diag: bool = False,
+        q_mu: Optional[Any] = None,
+        q_sqrt: Optional[Any] = None,
         whiten: bool = True,
         num_data: Optional[int] = None,
         data: Optional[RegressionData] = None,
@@ -177,8 +180,13 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
             inducing inputs at the data themselves, Z = X: the full GP, O(N³) per pass.
         :param num_latent_gps: the number of latent functions: 1, or C for a likelihood of C
             classes the model takes (:attr:`multi_class_likelihoods`), as in
-            :class:`gpflow.models.SVGP`.
+            :class:`gpflow.models.SVGP`; taken from ``q_sqrt``'s leading axis when it is given,
+            as SVGP takes it.
         :param q_diag: must be ``False``: the closed-form q(u) has a full covariance.
+        :param q_mu: q(u)'s starting mean [M, L], as in SVGP (zeros by default); the steps start
+            from it, as every training route starts from the stored q(u).
+        :param q_sqrt: q(u)'s starting covariance factor [L, M, M], lower triangular, as in SVGP
+            (identities by default).
         :param whiten: store q(u) whitened by chol(Kmm), as :class:`gpflow.models.SVGP` does by default.
         :param num_data: the number of training points, as in SVGP: a call with fewer rows is a
             mini-batch (:meth:`training_loss`). ``None`` (the default) takes every call's data to
@@ -199,6 +207,7 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
                 f"(X, Y) first (the data-holding form); got {type(kernel).__name__}."
             )
         likelihood = self.checked_likelihood(likelihood)
+        num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt)
         latent = self.latent_functions(likelihood)
         check_latent_functions(type(self).__name__, kernel, likelihood, num_latent_gps, latent)
         if q_diag:
@@ -233,12 +242,11 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         self.whiten = whiten
         self.batch_size = batch_size
         M = int(tf.shape(self.inducing_variable.Z)[0])
-        # q(u) starts at SVGP's initial value and is set in closed form from then on.
-        self.q_mu = Parameter(
-            np.zeros((M, latent)), dtype=gpflow.config.default_float(), trainable=False
-        )
+        # q(u) starts where SVGP's would and is set in closed form from then on.
+        initial_mu, initial_sqrt = svgp_initial_q(q_mu, q_sqrt, M, latent)
+        self.q_mu = Parameter(initial_mu, dtype=gpflow.config.default_float(), trainable=False)
         self.q_sqrt = Parameter(
-            np.tile(np.eye(M), (latent, 1, 1)),
+            initial_sqrt,
             transform=triangular(),
             dtype=gpflow.config.default_float(),
             trainable=False,

@@ -18,6 +18,8 @@ from ..validation import (
     check_logit_bernoulli,
     checked_signed_labels,
     positive_int,
+    svgp_initial_q,
+    svgp_num_latent_gps,
 )
 from .natural_step import NaturalGradientStep
 from .step_sizes import FULL_DATA_STEPS
@@ -92,8 +94,8 @@ class PolyaGammaSVGP(NaturalGradientStep, SVGP):
         mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
         num_latent_gps: int = 1,
         q_diag: bool = False,
-        q_mu: Optional[tf.Tensor] = None,
-        q_sqrt: Optional[tf.Tensor] = None,
+        q_mu: Optional[Any] = None,
+        q_sqrt: Optional[Any] = None,
         whiten: bool = True,
         num_data: Optional[int] = None,
         train_inducing: Optional[bool] = None,
@@ -105,6 +107,9 @@ class PolyaGammaSVGP(NaturalGradientStep, SVGP):
             :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` of C classes.
         :param num_latent_gps: 1 for the Bernoulli, C for ``LogisticSoftmax(C)``.
         :param q_diag: must be ``False``: the natural-gradient step produces a full covariance.
+        :param q_mu: q(u)'s starting mean [M, L], as in SVGP (zeros by default).
+        :param q_sqrt: q(u)'s starting covariance factor [L, M, M], as in SVGP (identities by
+            default); L, the number of latent GPs, is taken from it when it is given.
         :param num_data: the number of training points, needed to scale mini-batch ELBOs.
         :param train_inducing: whether training moves the inducing inputs with the
             hyperparameters: ``None`` (the default) as SVGP does (trained when given as an array;
@@ -113,6 +118,7 @@ class PolyaGammaSVGP(NaturalGradientStep, SVGP):
         multi_class = isinstance(likelihood, self.multi_class_likelihoods)
         if not multi_class:
             check_logit_bernoulli(likelihood, "PolyaGammaSVGP's Pólya-Gamma augmentation")
+        num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt)
         latent = likelihood.num_classes if multi_class else 1
         check_latent_functions("PolyaGammaSVGP", kernel, likelihood, num_latent_gps, latent)
         if q_diag:
@@ -120,10 +126,12 @@ class PolyaGammaSVGP(NaturalGradientStep, SVGP):
                 "PolyaGammaSVGP needs q_diag=False: its closed-form natural-gradient step gives q(u) "
                 "a full covariance."
             )
+        inducing = make_inducing_variable(inducing_variable)
+        q_mu, q_sqrt = svgp_initial_q(q_mu, q_sqrt, int(tf.shape(inducing.Z)[0]), latent)
         super().__init__(
             kernel,
             likelihood,
-            make_inducing_variable(inducing_variable),
+            inducing,
             mean_function=mean_function,
             num_latent_gps=num_latent_gps,
             q_diag=False,

@@ -1,0 +1,90 @@
+"""
+SVGP's constructor options on every model, taken as SVGP takes them (``q_mu=``, ``q_sqrt=``), as
+GPflow's own SVGP tests, run with each model in SVGP's place (``python -m gpflow_suite.run``),
+take them.
+"""
+
+import gpflow
+import numpy as np
+import pytest
+
+import gpflow_fastvi as fv
+
+from .test_contract import HOLDING, LOGIT
+
+
+def _random_q(rng, M, L):
+    q_mu = rng.normal(size=(M, L))
+    q_sqrt = np.tril(rng.normal(size=(L, M, M))) + 2.0 * np.eye(M)
+    return q_mu, q_sqrt
+
+
+def _likelihood(model_class):
+    """The binary likelihood the contract builds ``model_class`` with (:data:`FACTORIES`)."""
+    return gpflow.likelihoods.Bernoulli(**({} if model_class is fv.KLCorrected else LOGIT))
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+def test_q_mu_and_q_sqrt_start_q_where_svgp_would(model_class, data, rng, whiten):
+    X, _ = data
+    Z = X[::5].copy()
+    q_mu, q_sqrt = _random_q(rng, len(Z), 1)
+    likelihood = _likelihood(model_class)
+    model = model_class(
+        gpflow.kernels.SquaredExponential(), likelihood, Z, q_mu=q_mu, q_sqrt=q_sqrt, whiten=whiten
+    )
+    svgp = gpflow.models.SVGP(
+        gpflow.kernels.SquaredExponential(),
+        likelihood,
+        Z,
+        q_mu=q_mu,
+        q_sqrt=q_sqrt,
+        whiten=whiten,
+    )
+    np.testing.assert_array_equal(model.q_mu.numpy(), q_mu)
+    np.testing.assert_array_equal(model.q_sqrt.numpy(), q_sqrt)
+    assert not model.q_mu.trainable and not model.q_sqrt.trainable  # still set in closed form
+    for ours, svgps in zip(model.posterior().predict_f(X), svgp.predict_f(X)):
+        np.testing.assert_allclose(ours, svgps, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("model_class", list(HOLDING), ids=lambda c: c.__name__)
+def test_the_data_holding_form_takes_q_mu_and_q_sqrt_too(model_class, data, rng):
+    X, _ = data
+    Z = X[::5].copy()
+    q_mu, q_sqrt = _random_q(rng, len(Z), 1)
+    model = model_class(
+        data, gpflow.kernels.SquaredExponential(), inducing_variable=Z, q_mu=q_mu, q_sqrt=q_sqrt
+    )
+    np.testing.assert_array_equal(model.q_mu.numpy(), q_mu)
+
+
+def test_num_latent_gps_is_read_off_q_sqrt_as_svgp_reads_it(rng):
+    X = rng.normal(size=(30, 2))
+    Z = X[:6].copy()
+    q_mu, q_sqrt = _random_q(rng, len(Z), 3)
+    for model_class, likelihood in (
+        (fv.VITaylor, gpflow.likelihoods.Softmax(3)),
+        (fv.VIConcave, gpflow.likelihoods.Softmax(3)),
+        (fv.PolyaGammaSVGP, fv.likelihoods.LogisticSoftmax(3)),
+    ):
+        # num_latent_gps left at its default of 1: SVGP takes L = 3 from q_sqrt.
+        model = model_class(gpflow.kernels.Matern52(), likelihood, Z, q_mu=q_mu, q_sqrt=q_sqrt)
+        assert model.num_latent_gps == 3
+        np.testing.assert_array_equal(model.q_sqrt.numpy(), q_sqrt)
+
+
+def test_shapes_of_q_mu_and_q_sqrt_are_checked(model_class, data, rng):
+    Z = data[0][::5].copy()
+    M = len(Z)
+    q_mu, q_sqrt = _random_q(rng, M, 1)
+    likelihood = _likelihood(model_class)
+    kernel = gpflow.kernels.SquaredExponential()
+    with pytest.raises(ValueError, match=rf"q_mu must have shape \[{M}, 1\]"):
+        model_class(kernel, likelihood, Z, q_mu=q_mu[:-1])
+    with pytest.raises(ValueError, match=rf"q_sqrt must have shape \[1, {M}, {M}\]"):
+        model_class(kernel, likelihood, Z, q_sqrt=q_sqrt[:, :-1])
+    with pytest.raises(ValueError, match=r"q_sqrt must have shape \[L, M, M\]"):
+        model_class(kernel, likelihood, Z, q_sqrt=q_sqrt[0])
+    with pytest.raises(ValueError, match="q_mu contains NaN"):
+        model_class(kernel, likelihood, Z, q_mu=np.full_like(q_mu, np.nan))
