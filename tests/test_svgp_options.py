@@ -1,7 +1,7 @@
 """
-SVGP's constructor options on every model, taken as SVGP takes them (``q_mu=``, ``q_sqrt=``), as
-GPflow's own SVGP tests, run with each model in SVGP's place (``python -m gpflow_suite.run``),
-take them.
+SVGP's constructor options and methods on every model, taken as SVGP takes them (``q_mu=``,
+``q_sqrt=``, ``prior_kl()``), as GPflow's own SVGP tests, run with each model in SVGP's place
+(``python -m gpflow_suite.run``), take them.
 """
 
 import gpflow
@@ -46,6 +46,8 @@ def test_q_mu_and_q_sqrt_start_q_where_svgp_would(model_class, data, rng, whiten
     assert not model.q_mu.trainable and not model.q_sqrt.trainable  # still set in closed form
     for ours, svgps in zip(model.posterior().predict_f(X), svgp.predict_f(X)):
         np.testing.assert_allclose(ours, svgps, rtol=1e-10, atol=1e-12)
+    # KL[q(u) ‖ p(u)] by SVGP's name, equal to GPflow's own.
+    np.testing.assert_allclose(model.prior_kl(), svgp.prior_kl(), rtol=1e-6)
 
 
 @pytest.mark.parametrize("model_class", list(HOLDING), ids=lambda c: c.__name__)

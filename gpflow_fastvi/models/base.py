@@ -346,9 +346,15 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         """
         data = self.training_data(data)
         var_exp = self.sum_over_data(expected_log_likelihood, data, (), self.batch_size)
-        kl = latent_kl(self.whitened_latents(self.q_mu, self.q_sqrt, self.Kmm_cholesky()))
         scale = 1.0 if isinstance(data, tf.data.Dataset) else self.data_scale(data[0])
-        return scale * var_exp - kl
+        return scale * var_exp - self.prior_kl()
+
+    def prior_kl(self) -> tf.Tensor:
+        """
+        KL[q(u) ‖ p(u)] at the model's q(u), the term :meth:`elbo` subtracts (SVGP's name for
+        it), with the factor of Kmm that training uses.
+        """
+        return latent_kl(self.whitened_latents(self.q_mu, self.q_sqrt, self.Kmm_cholesky()))
 
     def yardstick_elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """The SVGP yardstick, :meth:`elbo`."""
