@@ -1,7 +1,8 @@
 """
-SVGP's constructor options and methods on every model, taken as SVGP takes them (``q_mu=``,
-``q_sqrt=``, ``prior_kl()``), as GPflow's own SVGP tests, run with each model in SVGP's place
-(``python -m gpflow_suite.run``), take them.
+SVGP's constructor options, its methods and GPflow's model functions on every model, taken as SVGP
+takes them (``q_mu=``, ``q_sqrt=``, ``prior_kl()``,
+``gpflow.models.training_loss_closure(model, data)``), as GPflow's own SVGP tests, run with each
+model in SVGP's place (``python -m gpflow_suite.run``), take them.
 """
 
 import gpflow
@@ -10,7 +11,7 @@ import pytest
 
 import gpflow_fastvi as fv
 
-from .test_contract import HOLDING, LOGIT
+from .test_contract import FACTORIES, HOLDING, LOGIT
 
 
 def _random_q(rng, M, L):
@@ -90,3 +91,21 @@ def test_shapes_of_q_mu_and_q_sqrt_are_checked(model_class, data, rng):
         model_class(kernel, likelihood, Z, q_sqrt=q_sqrt[0])
     with pytest.raises(ValueError, match="q_mu contains NaN"):
         model_class(kernel, likelihood, Z, q_mu=np.full_like(q_mu, np.nan))
+
+
+# Each closure warns of its known shortfall against fit, which test_contract checks.
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_gpflows_model_functions_take_a_model_with_the_data(model_class, data):
+    """gpflow.models.training_loss_closure(model, data) and its kin, as GPflow's tests call them."""
+    Z = data[0][::5].copy()
+    model, twin = FACTORIES[model_class](data, Z), FACTORIES[model_class](data, Z)
+    loss = gpflow.models.training_loss_closure(model, data)()
+    np.testing.assert_allclose(loss, twin.training_loss_closure(data)(), rtol=1e-10)
+    np.testing.assert_allclose(
+        gpflow.models.training_loss(model, data), twin.training_loss(data), rtol=1e-10
+    )
+    objective = gpflow.models.maximum_log_likelihood_objective(model, data)
+    np.testing.assert_allclose(objective, twin.maximum_log_likelihood_objective(data), rtol=1e-10)
+    if model_class in HOLDING:
+        held = HOLDING[model_class](data, Z)
+        assert np.isfinite(gpflow.models.training_loss_closure(held, data)())

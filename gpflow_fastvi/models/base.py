@@ -33,6 +33,7 @@ import gpflow
 import tensorflow as tf
 from gpflow.base import Parameter, RegressionData
 from gpflow.models import GPModel
+from gpflow.models.training_mixins import ExternalDataTrainingLossMixin
 from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from gpflow.utilities import triangular
 
@@ -100,7 +101,9 @@ sites have a closed-form step and whose objective is that of
 :meth:`~gpflow_fastvi.models.closed_form.ClosedFormSteps.stepped_sites`."""
 
 
-class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
+class GaussianSitesModel(
+    DataHoldingForm, GPModel, ExternalDataTrainingLossMixin, metaclass=DataFirstForm
+):
     r"""
     Base class of sparse GP models whose likelihood is replaced by Gaussian sites
     aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2 with a closed-form step, built like :class:`gpflow.models.SVGP` and
@@ -111,7 +114,9 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
 
     **Two ways to build one.** SVGP's signature, ``Model(kernel, likelihood, Z, num_data=N)``,
     then every data-taking method is called with the data: ``training_loss((X, Y))``,
-    ``training_loss_closure((X, Y))``, ``elbo((X, Y))``, ``fit(model, (X, Y))``. Or the
+    ``training_loss_closure((X, Y))``, ``elbo((X, Y))``, ``fit(model, (X, Y))``; like SVGP the
+    class is a :class:`~gpflow.models.ExternalDataTrainingLossMixin`, so GPflow's
+    ``gpflow.models.training_loss_closure(model, (X, Y))`` passes it the data. Or the
     SGPR-like form with the data first, ``Model((X, Y), kernel, ...)`` (or ``data=(X, Y)``), in
     which the model holds the data, the methods are called without it, and the inducing inputs
     may be an int M (k-means centres of X) or ``None`` (Z = X, the full GP).
