@@ -13,8 +13,8 @@ The plugin records which tests build the class (in the test, in a fixture, or at
 parameter), so that a run of the control yields the selection, ``--svgp-suite-select``, that the
 runs of the models are restricted to; and the outcome of every test, with the exception that ended
 it, in the JSON file of ``--svgp-suite-report`` (one file per worker under pytest-xdist,
-``REPORT.gw0``, ...). A test is *refused* when it ends in one of the package's refusals
-(:data:`REFUSALS`): a check that names a case the model does not take and what to use instead.
+``REPORT.gw0``, ...). A test is *refused* when it ends in one of the
+package's refusals (:data:`REFUSALS`): a check that names a case the model does not take.
 """
 
 import functools
@@ -28,7 +28,11 @@ import pytest
 
 # Imported before the swap, so that the package's own references to SVGP are GPflow's class.
 import gpflow_fastvi.models
-from gpflow_fastvi.exceptions import IncompatibleLikelihoodError, InvalidDataError
+from gpflow_fastvi.exceptions import (
+    IncompatibleLikelihoodError,
+    InvalidDataError,
+    UnsupportedConfigurationError,
+)
 
 MODEL_NAMES = ("SVGP", "VIJJ", "VITaylor", "PolyaGammaSVGP", "KLCorrected", "VIConcave")
 """What ``--svgp-as`` takes: GPflow's SVGP (the control) or a model of the package."""
@@ -45,7 +49,7 @@ def model_class(name: str) -> type:
     return getattr(gpflow_fastvi.models, name)
 
 
-REFUSALS = (IncompatibleLikelihoodError, InvalidDataError)
+REFUSALS = (IncompatibleLikelihoodError, InvalidDataError, UnsupportedConfigurationError)
 """The exceptions by which a model refuses a case on purpose, naming it and what to do."""
 
 
@@ -134,7 +138,9 @@ class SuiteRecorder:
         for item in items:
             self.collected.add(self.key(item))
             callspec = getattr(item, "callspec", None)
-            if callspec is not None and any(self.holds_model(v) for v in callspec.params.values()):
+            if callspec is not None and any(
+                self.holds_model(v) for v in callspec.params.values()
+            ):
                 self.built.add(self.key(item))
         if self.selection is None:
             return

@@ -1,8 +1,9 @@
 """
-SVGP's constructor options, its methods and GPflow's model functions on every model, taken as SVGP
+SVGP's constructor options, its methods and GPflow's model functions on every model: taken as SVGP
 takes them (``q_mu=``, ``q_sqrt=``, ``prior_kl()``,
-``gpflow.models.training_loss_closure(model, data)``), as GPflow's own SVGP tests, run with each
-model in SVGP's place (``python -m gpflow_suite.run``), take them.
+``gpflow.models.training_loss_closure(model, data)``), or refused by a check that names the case
+and what to use instead. GPflow's own SVGP tests, run with each model in SVGP's place
+(``python -m gpflow_suite.run``), count on both.
 """
 
 import gpflow
@@ -12,6 +13,9 @@ import pytest
 import gpflow_fastvi as fv
 
 from .test_contract import FACTORIES, HOLDING, LOGIT
+
+SCALAR_LIKELIHOOD_MODELS = (fv.VITaylor, fv.KLCorrected, fv.VIConcave)
+"""The models that take any log-concave scalar likelihood (the others take the logit only)."""
 
 
 def _random_q(rng, M, L):
@@ -109,3 +113,49 @@ def test_gpflows_model_functions_take_a_model_with_the_data(model_class, data):
     if model_class in HOLDING:
         held = HOLDING[model_class](data, Z)
         assert np.isfinite(gpflow.models.training_loss_closure(held, data)())
+
+
+def test_svgp_options_the_models_cannot_take_are_refused_by_name(model_class, data):
+    X = data[0]
+    Z = X[::5].copy()
+    likelihood = _likelihood(model_class)
+    kernel = gpflow.kernels.SquaredExponential()
+    with pytest.raises(fv.UnsupportedConfigurationError, match="needs q_diag=False"):
+        model_class(kernel, likelihood, Z, q_diag=True)
+    with pytest.raises(fv.UnsupportedConfigurationError, match="single-output kernel"):
+        model_class(gpflow.kernels.SharedIndependent(kernel, output_dim=2), likelihood, Z)
+    shared = gpflow.inducing_variables.SharedIndependentInducingVariables(
+        gpflow.inducing_variables.InducingPoints(Z)
+    )
+    with pytest.raises(fv.UnsupportedConfigurationError, match="multi-output inducing variable"):
+        model_class(kernel, likelihood, shared)
+    # Several latent GPs with a one-output likelihood are several outputs, Y [N, L]: refused,
+    # whether asked for by num_latent_gps or by the leading axis of q_sqrt.
+    for options in ({"num_latent_gps": 2}, {"q_sqrt": np.tile(np.eye(len(Z)), (2, 1, 1))}):
+        with pytest.raises(fv.IncompatibleLikelihoodError, match="one model per column of Y"):
+            model_class(kernel, likelihood, Z, **options)
+    # More rows than num_data: SVGP scales them down, a model refuses them.
+    model = FACTORIES[model_class](data, Z)
+    model.num_data = len(X) // 2
+    with pytest.raises(fv.InvalidDataError, match="more than num_data"):
+        model.training_loss(data)
+
+
+@pytest.mark.parametrize("model_class", SCALAR_LIKELIHOOD_MODELS, ids=lambda c: c.__name__)
+def test_a_switched_likelihood_is_refused_by_name(model_class):
+    switched = gpflow.likelihoods.SwitchedLikelihood(
+        [gpflow.likelihoods.Gaussian(), gpflow.likelihoods.Bernoulli(**LOGIT)]
+    )
+    Z = np.zeros((3, 1))
+    with pytest.raises(fv.IncompatibleLikelihoodError, match="SwitchedLikelihood reads each"):
+        model_class(gpflow.kernels.SquaredExponential(), switched, Z)
+
+
+def test_the_refusals_are_value_errors_as_svgps_checks_are():
+    """Code written against SVGP's checks, ``except ValueError``, catches every refusal."""
+    for error in (
+        fv.UnsupportedConfigurationError,
+        fv.IncompatibleLikelihoodError,
+        fv.InvalidDataError,
+    ):
+        assert issubclass(error, ValueError)

@@ -45,6 +45,7 @@ from ..validation import (
     check_data,
     check_latent_functions,
     check_num_data,
+    check_svgp_options,
     is_logit_bernoulli,
     positive_int,
     signed_labels,
@@ -212,13 +213,10 @@ class GaussianSitesModel(
                 f"(X, Y) first (the data-holding form); got {type(kernel).__name__}."
             )
         likelihood = self.checked_likelihood(likelihood)
+        check_svgp_options(type(self).__name__, kernel, inducing_variable, q_diag)
         num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt)
         latent = self.latent_functions(likelihood)
-        check_latent_functions(type(self).__name__, kernel, likelihood, num_latent_gps, latent)
-        if q_diag:
-            raise ValueError(
-                f"{type(self).__name__} needs q_diag=False: its closed-form q(u) has a full covariance."
-            )
+        check_latent_functions(type(self).__name__, likelihood, num_latent_gps, latent)
         batch_size = positive_int(batch_size, "batch_size", optional=True)
         X = None
         if data is not None:

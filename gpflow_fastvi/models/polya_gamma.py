@@ -16,6 +16,7 @@ from ..types import Route, Sites
 from ..validation import (
     check_latent_functions,
     check_logit_bernoulli,
+    check_svgp_options,
     checked_signed_labels,
     positive_int,
     svgp_initial_q,
@@ -118,14 +119,10 @@ class PolyaGammaSVGP(NaturalGradientStep, SVGP):
         multi_class = isinstance(likelihood, self.multi_class_likelihoods)
         if not multi_class:
             check_logit_bernoulli(likelihood, "PolyaGammaSVGP's Pólya-Gamma augmentation")
+        check_svgp_options("PolyaGammaSVGP", kernel, inducing_variable, q_diag)
         num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt)
         latent = likelihood.num_classes if multi_class else 1
-        check_latent_functions("PolyaGammaSVGP", kernel, likelihood, num_latent_gps, latent)
-        if q_diag:
-            raise ValueError(
-                "PolyaGammaSVGP needs q_diag=False: its closed-form natural-gradient step gives q(u) "
-                "a full covariance."
-            )
+        check_latent_functions("PolyaGammaSVGP", likelihood, num_latent_gps, latent)
         inducing = make_inducing_variable(inducing_variable)
         q_mu, q_sqrt = svgp_initial_q(q_mu, q_sqrt, int(tf.shape(inducing.Z)[0]), latent)
         super().__init__(
