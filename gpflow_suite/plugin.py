@@ -138,9 +138,7 @@ class SuiteRecorder:
         for item in items:
             self.collected.add(self.key(item))
             callspec = getattr(item, "callspec", None)
-            if callspec is not None and any(
-                self.holds_model(v) for v in callspec.params.values()
-            ):
+            if callspec is not None and any(self.holds_model(v) for v in callspec.params.values()):
                 self.built.add(self.key(item))
         if self.selection is None:
             return
