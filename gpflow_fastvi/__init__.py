@@ -20,6 +20,7 @@ _PUBLIC = {
     "InvalidCallbackError": ".exceptions",
     "InvalidDataError": ".exceptions",
     "NotConvergedWarning": ".exceptions",
+    "UnsupportedConfigurationError": ".exceptions",
     "GaussianSitesModel": ".models",
     "KLCorrected": ".models",
     "PolyaGammaSVGP": ".models",

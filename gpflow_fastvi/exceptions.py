@@ -12,6 +12,11 @@ class IncompatibleLikelihoodError(GPflowFastVIError, ValueError):
     """The model's site rule cannot be derived for the likelihood it was given."""
 
 
+class UnsupportedConfigurationError(GPflowFastVIError, ValueError):
+    """An option of :class:`gpflow.models.SVGP` that the models' closed-form steps cannot take
+    (``q_diag=True``, a multi-output kernel or inducing variable), refused when a model is built."""
+
+
 class InvalidDataError(GPflowFastVIError, ValueError):
     """Training or test data with the wrong shape, non-finite values or labels the model cannot
     use; for a ``tf.data.Dataset``, also one that yields no batches, repeats without end where a

@@ -20,7 +20,11 @@ import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes
 
-from .exceptions import IncompatibleLikelihoodError, InvalidDataError
+from .exceptions import (
+    IncompatibleLikelihoodError,
+    InvalidDataError,
+    UnsupportedConfigurationError,
+)
 from .likelihoods import MULTI_CLASS_LIKELIHOODS
 
 # --------------------------------------------------------------------------------------------------
@@ -340,23 +344,91 @@ MULTI_CLASS_HINT = (
 """What the errors of the binary and scalar models say to use for a multi-class problem."""
 
 
-def check_latent_functions(
+def check_svgp_options(
     model: str,
     kernel: gpflow.kernels.Kernel,
+    inducing_variable: Any,
+    q_diag: bool,
+) -> None:
+    """
+    Raise :class:`UnsupportedConfigurationError` for the options of :class:`gpflow.models.SVGP`
+    that the closed-form steps cannot take: ``q_diag=True`` (each step gives q(u) a full
+    covariance) and a multi-output kernel or inducing variable (the latent functions share one
+    single-output kernel and one set of inducing inputs, as in SVGP(num_latent_gps=C)).
+    """
+    if q_diag:
+        raise UnsupportedConfigurationError(
+            f"{model} needs q_diag=False: its closed-form steps give q(u) a full covariance, "
+            "which q_diag=True cannot hold. Leave q_diag out (SVGP's default), or use "
+            "gpflow.models.SVGP for a diagonal q(u)."
+        )
+    if isinstance(kernel, gpflow.kernels.MultioutputKernel):
+        raise UnsupportedConfigurationError(
+            f"{model} takes a single-output kernel, shared by its latent functions as in GPflow's "
+            f"SVGP(num_latent_gps=C); got the multi-output kernel {type(kernel).__name__}. Use "
+            "gpflow.models.SVGP for multi-output kernels."
+        )
+    if isinstance(inducing_variable, gpflow.inducing_variables.MultioutputInducingVariables):
+        raise UnsupportedConfigurationError(
+            f"{model} takes one set of inducing inputs shared by its latent functions (an array "
+            "Z [M, D] or InducingPoints); got the multi-output inducing variable "
+            f"{type(inducing_variable).__name__}. Use gpflow.models.SVGP for multi-output "
+            "inducing variables."
+        )
+
+
+def svgp_num_latent_gps(num_latent_gps: int, q_sqrt: Any) -> int:
+    """
+    The number of latent GPs as :class:`gpflow.models.SVGP` takes it: the leading axis L of
+    ``q_sqrt`` [L, M, M] when one is given, else ``num_latent_gps``.
+    """
+    if q_sqrt is None:
+        return num_latent_gps
+    shape = np.shape(q_sqrt)
+    if len(shape) != 3:
+        raise ValueError(
+            f"q_sqrt must have shape [L, M, M] (L latent GPs, M inducing points; q_diag=False); "
+            f"got shape {list(shape)}."
+        )
+    return int(shape[0])
+
+
+def svgp_initial_q(q_mu: Any, q_sqrt: Any, M: int, L: int) -> Tuple[np.ndarray, np.ndarray]:
+    """
+    q(u)'s starting point as :class:`gpflow.models.SVGP` takes it: ``q_mu`` [M, L] (zeros when
+    ``None``) and ``q_sqrt`` [L, M, M] (identities when ``None``), copied in GPflow's default float
+    and checked for their shapes and finite values. As in SVGP, the triangular transform of
+    ``q_sqrt`` keeps its lower triangle.
+    """
+    dtype = gpflow.config.default_float()
+    initial = {
+        "q_mu": (q_mu, (M, L), np.zeros((M, L))),
+        "q_sqrt": (q_sqrt, (L, M, M), np.tile(np.eye(M), (L, 1, 1))),
+    }
+    arrays = []
+    for name, (value, shape, default) in initial.items():
+        array: np.ndarray = np.array(default if value is None else value, dtype=dtype)
+        if array.shape != shape:
+            raise ValueError(
+                f"{name} must have shape {list(shape)} (M = {M} inducing points, L = {L} latent "
+                f"GPs); got shape {list(array.shape)}."
+            )
+        if not np.all(np.isfinite(array)):
+            raise ValueError(f"{name} contains NaN or infinite values.")
+        arrays.append(array)
+    return arrays[0], arrays[1]
+
+
+def check_latent_functions(
+    model: str,
     likelihood: gpflow.likelihoods.Likelihood,
     num_latent_gps: int,
     latent: int,
 ) -> None:
     """
-    Raise :class:`IncompatibleLikelihoodError` unless ``kernel`` is a single-output kernel (shared
-    by the latent functions, as in GPflow's SVGP) and ``num_latent_gps`` is ``latent``, the number
+    Raise :class:`IncompatibleLikelihoodError` unless ``num_latent_gps`` is ``latent``, the number
     of latent functions ``model`` has with ``likelihood``: one per class for C classes, else 1.
     """
-    if isinstance(kernel, gpflow.kernels.MultioutputKernel):
-        raise IncompatibleLikelihoodError(
-            f"{model} takes a single-output kernel, shared by its latent functions as in GPflow's "
-            f"SVGP(num_latent_gps=C); got {type(kernel).__name__}."
-        )
     if num_latent_gps == latent:
         return
     if latent > 1:
@@ -365,8 +437,11 @@ def check_latent_functions(
             f"num_latent_gps={latent}, as GPflow's SVGP does; got num_latent_gps={num_latent_gps}."
         )
     raise IncompatibleLikelihoodError(
-        f"{model} with {type(likelihood).__name__} has one latent GP, num_latent_gps=1; got "
-        f"num_latent_gps={num_latent_gps}. {MULTI_CLASS_HINT}"
+        f"{model} with {type(likelihood).__name__} has one latent GP, num_latent_gps=1, and "
+        f"targets Y [N, 1]; got num_latent_gps={num_latent_gps} (from q_sqrt's leading axis where "
+        f"it is given, as in SVGP). GPflow's SVGP with L latent GPs and a one-output likelihood "
+        f"fits L independent outputs, Y [N, L], which {model} does not: fit one model per column "
+        f"of Y, or use gpflow.models.SVGP. {MULTI_CLASS_HINT}"
     )
 
 
@@ -396,7 +471,17 @@ def check_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood, needed_by: 
 
 
 def check_scalar_likelihood(likelihood: gpflow.likelihoods.Likelihood, model: str) -> None:
-    """Raise :class:`IncompatibleLikelihoodError` unless ``likelihood`` factorises over points."""
+    """
+    Raise :class:`IncompatibleLikelihoodError` unless ``likelihood`` factorises over points with
+    targets Y [N, 1]: GPflow's ``SwitchedLikelihood``, a scalar likelihood too, reads the index of
+    each point's likelihood from a second column of Y.
+    """
+    if isinstance(likelihood, gpflow.likelihoods.SwitchedLikelihood):
+        raise IncompatibleLikelihoodError(
+            f"{model} takes targets Y [N, 1] and one likelihood for every point; "
+            "SwitchedLikelihood reads each point's likelihood from a second column of Y. Fit one "
+            "model per group of points, or use gpflow.models.SVGP."
+        )
     if not isinstance(likelihood, gpflow.likelihoods.ScalarLikelihood):
         multi_class = (
             f" {MULTI_CLASS_HINT}" if isinstance(likelihood, MULTI_CLASS_LIKELIHOODS) else ""

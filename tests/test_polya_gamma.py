@@ -349,7 +349,7 @@ def test_bad_construction_and_data_raise_clear_errors(binary_data):
     kernel = gpflow.kernels.SquaredExponential()
     with pytest.raises(fv.IncompatibleLikelihoodError, match="logit"):
         fv.PolyaGammaSVGP(kernel, gpflow.likelihoods.Bernoulli(), X[:5], num_data=60)
-    with pytest.raises(ValueError, match="q_diag"):
+    with pytest.raises(fv.UnsupportedConfigurationError, match="q_diag"):
         fv.PolyaGammaSVGP(
             kernel, gpflow.likelihoods.Bernoulli(**LOGIT), X[:5], num_data=60, q_diag=True
         )

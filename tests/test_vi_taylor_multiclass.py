@@ -141,7 +141,7 @@ def test_softmax_labels_and_latent_functions_are_checked(rng):
         (fv.VITaylor, gpflow.likelihoods.Softmax(C)),
         (fv.PolyaGammaSVGP, LogisticSoftmax(C)),
     ):
-        with pytest.raises(IncompatibleLikelihoodError, match="single-output kernel"):
+        with pytest.raises(fv.UnsupportedConfigurationError, match="single-output kernel"):
             model_class(shared, likelihood, X[:5], num_latent_gps=C)
     for model_class in (fv.VITaylor, fv.PolyaGammaSVGP):
         with pytest.raises(IncompatibleLikelihoodError, match="one latent GP, num_latent_gps=1"):

@@ -30,10 +30,10 @@ import abc
 from typing import Any, Callable, ClassVar, Optional, Tuple
 
 import gpflow
-import numpy as np
 import tensorflow as tf
 from gpflow.base import Parameter, RegressionData
 from gpflow.models import GPModel
+from gpflow.models.training_mixins import ExternalDataTrainingLossMixin
 from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from gpflow.utilities import triangular
 
@@ -45,9 +45,12 @@ from ..validation import (
     check_data,
     check_latent_functions,
     check_num_data,
+    check_svgp_options,
     is_logit_bernoulli,
     positive_int,
     signed_labels,
+    svgp_initial_q,
+    svgp_num_latent_gps,
     targets_for_likelihood,
 )
 from .data_form import DataFirstForm, DataHoldingForm
@@ -99,7 +102,9 @@ sites have a closed-form step and whose objective is that of
 :meth:`~gpflow_fastvi.models.closed_form.ClosedFormSteps.stepped_sites`."""
 
 
-class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
+class GaussianSitesModel(
+    DataHoldingForm, GPModel, ExternalDataTrainingLossMixin, metaclass=DataFirstForm
+):
     r"""
     Base class of sparse GP models whose likelihood is replaced by Gaussian sites
     aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2 with a closed-form step, built like :class:`gpflow.models.SVGP` and
@@ -110,7 +115,9 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
 
     **Two ways to build one.** SVGP's signature, ``Model(kernel, likelihood, Z, num_data=N)``,
     then every data-taking method is called with the data: ``training_loss((X, Y))``,
-    ``training_loss_closure((X, Y))``, ``elbo((X, Y))``, ``fit(model, (X, Y))``. Or the
+    ``training_loss_closure((X, Y))``, ``elbo((X, Y))``, ``fit(model, (X, Y))``; like SVGP the
+    class is a :class:`~gpflow.models.ExternalDataTrainingLossMixin`, so GPflow's
+    ``gpflow.models.training_loss_closure(model, (X, Y))`` passes it the data. Or the
     SGPR-like form with the data first, ``Model((X, Y), kernel, ...)`` (or ``data=(X, Y)``), in
     which the model holds the data, the methods are called without it, and the inducing inputs
     may be an int M (k-means centres of X) or ``None`` (Z = X, the full GP).
@@ -161,6 +168,8 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
         num_latent_gps: int = 1,
         q_diag: bool = False,
+        q_mu: Optional[Any] = None,
+        q_sqrt: Optional[Any] = None,
         whiten: bool = True,
         num_data: Optional[int] = None,
         data: Optional[RegressionData] = None,
@@ -177,8 +186,13 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
             inducing inputs at the data themselves, Z = X: the full GP, O(N³) per pass.
         :param num_latent_gps: the number of latent functions: 1, or C for a likelihood of C
             classes the model takes (:attr:`multi_class_likelihoods`), as in
-            :class:`gpflow.models.SVGP`.
+            :class:`gpflow.models.SVGP`; taken from ``q_sqrt``'s leading axis when it is given,
+            as SVGP takes it.
         :param q_diag: must be ``False``: the closed-form q(u) has a full covariance.
+        :param q_mu: q(u)'s starting mean [M, L], as in SVGP (zeros by default); the steps start
+            from it, as every training route starts from the stored q(u).
+        :param q_sqrt: q(u)'s starting covariance factor [L, M, M], lower triangular, as in SVGP
+            (identities by default).
         :param whiten: store q(u) whitened by chol(Kmm), as :class:`gpflow.models.SVGP` does by default.
         :param num_data: the number of training points, as in SVGP: a call with fewer rows is a
             mini-batch (:meth:`training_loss`). ``None`` (the default) takes every call's data to
@@ -199,12 +213,10 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
                 f"(X, Y) first (the data-holding form); got {type(kernel).__name__}."
             )
         likelihood = self.checked_likelihood(likelihood)
+        check_svgp_options(type(self).__name__, kernel, inducing_variable, q_diag)
+        num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt)
         latent = self.latent_functions(likelihood)
-        check_latent_functions(type(self).__name__, kernel, likelihood, num_latent_gps, latent)
-        if q_diag:
-            raise ValueError(
-                f"{type(self).__name__} needs q_diag=False: its closed-form q(u) has a full covariance."
-            )
+        check_latent_functions(type(self).__name__, likelihood, num_latent_gps, latent)
         batch_size = positive_int(batch_size, "batch_size", optional=True)
         X = None
         if data is not None:
@@ -233,12 +245,11 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         self.whiten = whiten
         self.batch_size = batch_size
         M = int(tf.shape(self.inducing_variable.Z)[0])
-        # q(u) starts at SVGP's initial value and is set in closed form from then on.
-        self.q_mu = Parameter(
-            np.zeros((M, latent)), dtype=gpflow.config.default_float(), trainable=False
-        )
+        # q(u) starts where SVGP's would and is set in closed form from then on.
+        initial_mu, initial_sqrt = svgp_initial_q(q_mu, q_sqrt, M, latent)
+        self.q_mu = Parameter(initial_mu, dtype=gpflow.config.default_float(), trainable=False)
         self.q_sqrt = Parameter(
-            np.tile(np.eye(M), (latent, 1, 1)),
+            initial_sqrt,
             transform=triangular(),
             dtype=gpflow.config.default_float(),
             trainable=False,
@@ -344,9 +355,15 @@ class GaussianSitesModel(DataHoldingForm, GPModel, metaclass=DataFirstForm):
         """
         data = self.training_data(data)
         var_exp = self.sum_over_data(expected_log_likelihood, data, (), self.batch_size)
-        kl = kl_to_prior(self.whitened(self.q_mu, self.q_sqrt, self.Kmm_cholesky()))
         scale = 1.0 if isinstance(data, tf.data.Dataset) else self.data_scale(data[0])
-        return scale * var_exp - kl
+        return scale * var_exp - self.prior_kl()
+
+    def prior_kl(self) -> tf.Tensor:
+        """
+        KL[q(u) ‖ p(u)] at the model's q(u), the term :meth:`elbo` subtracts (SVGP's name for
+        it), with the factor of Kmm that training uses.
+        """
+        return kl_to_prior(self.whitened(self.q_mu, self.q_sqrt, self.Kmm_cholesky()))
 
     def yardstick_elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """The SVGP yardstick, :meth:`elbo`."""

@@ -1,6 +1,6 @@
 """KLCorrected: GP classification by PPA with the KL-corrected bound of King & Lawrence (2006)."""
 
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import gpflow
 import numpy as np
@@ -143,6 +143,8 @@ class KLCorrected(GaussianSitesModel):
         mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
         num_latent_gps: int = 1,
         q_diag: bool = False,
+        q_mu: Optional[Any] = None,
+        q_sqrt: Optional[Any] = None,
         whiten: bool = True,
         num_data: Optional[int] = None,
         data: Optional[RegressionData] = None,
@@ -184,6 +186,8 @@ class KLCorrected(GaussianSitesModel):
             mean_function=mean_function,
             num_latent_gps=num_latent_gps,
             q_diag=q_diag,
+            q_mu=q_mu,
+            q_sqrt=q_sqrt,
             whiten=whiten,
             num_data=num_data,
             data=data,

@@ -12,6 +12,7 @@ import gpflow
 import tensorflow as tf
 
 from ..distribution import StrategyRef, in_replica, strategy_in_scope, sum_over_replicas
+from ..exceptions import InvalidDataError
 from ..gaussian import (
     Projection,
     is_factorisable,
@@ -58,7 +59,7 @@ class DataPasses(SiteModel):
         num_data = self.num_data
         rows = X.shape[0]
         if num_data is not None and rows is not None and rows > num_data:
-            raise ValueError(
+            raise InvalidDataError(
                 f"The data have {rows} rows, more than num_data={num_data}, the number of "
                 "training points (a call with fewer rows is a mini-batch of them): build the "
                 f"model with num_data={rows}, or leave num_data out."

@@ -5,6 +5,7 @@ from typing import Any, Optional, Tuple
 import gpflow
 import tensorflow as tf
 from gpflow.base import RegressionData
+from gpflow.models import SVGP
 
 from ..distribution import set_trainable
 from ..exceptions import InvalidDataError
@@ -17,8 +18,11 @@ from ..types import Route, Sites
 from ..validation import (
     check_latent_functions,
     check_logit_bernoulli,
+    check_svgp_options,
     checked_signed_labels,
     positive_int,
+    svgp_initial_q,
+    svgp_num_latent_gps,
 )
 from .natural_step import NaturalGradientStep
 from .step_sizes import FULL_DATA_STEPS
@@ -30,7 +34,7 @@ NOT_FINITE_STEP = (
 """What a full-data ``training_loss`` on a stream says where its step cannot be taken."""
 
 
-class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
+class PolyaGammaSVGP(NaturalGradientStep, SVGP):
     r"""
     :class:`gpflow.models.SVGP` for binary classification with the logit link, whose ELBO is in closed
     form through Pólya-Gamma augmentation (:cite:t:`wenzel2019efficient`), trained by stochastic
@@ -99,8 +103,8 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
         mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
         num_latent_gps: int = 1,
         q_diag: bool = False,
-        q_mu: Optional[tf.Tensor] = None,
-        q_sqrt: Optional[tf.Tensor] = None,
+        q_mu: Optional[Any] = None,
+        q_sqrt: Optional[Any] = None,
         whiten: bool = True,
         num_data: Optional[int] = None,
         train_inducing: Optional[bool] = None,
@@ -112,6 +116,9 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
             :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` of C classes.
         :param num_latent_gps: 1 for the Bernoulli, C for ``LogisticSoftmax(C)``.
         :param q_diag: must be ``False``: the natural-gradient step produces a full covariance.
+        :param q_mu: q(u)'s starting mean [M, L], as in SVGP (zeros by default).
+        :param q_sqrt: q(u)'s starting covariance factor [L, M, M], as in SVGP (identities by
+            default); L, the number of latent GPs, is taken from it when it is given.
         :param num_data: the number of training points, needed to scale mini-batch ELBOs.
         :param train_inducing: whether training moves the inducing inputs with the
             hyperparameters: ``None`` (the default) as SVGP does (trained when given as an array;
@@ -120,17 +127,16 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
         multi_class = isinstance(likelihood, self.multi_class_likelihoods)
         if not multi_class:
             check_logit_bernoulli(likelihood, "PolyaGammaSVGP's Pólya-Gamma augmentation")
+        check_svgp_options("PolyaGammaSVGP", kernel, inducing_variable, q_diag)
+        num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt)
         latent = likelihood.num_classes if multi_class else 1
-        check_latent_functions("PolyaGammaSVGP", kernel, likelihood, num_latent_gps, latent)
-        if q_diag:
-            raise ValueError(
-                "PolyaGammaSVGP needs q_diag=False: its closed-form natural-gradient step gives q(u) "
-                "a full covariance."
-            )
+        check_latent_functions("PolyaGammaSVGP", likelihood, num_latent_gps, latent)
+        inducing = make_inducing_variable(inducing_variable)
+        q_mu, q_sqrt = svgp_initial_q(q_mu, q_sqrt, int(tf.shape(inducing.Z)[0]), latent)
         super().__init__(
             kernel,
             likelihood,
-            make_inducing_variable(inducing_variable),
+            inducing,
             mean_function=mean_function,
             num_latent_gps=num_latent_gps,
             q_diag=False,
@@ -187,7 +193,7 @@ class PolyaGammaSVGP(NaturalGradientStep, gpflow.models.SVGP):
 
     def yardstick_elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """SVGP's own ELBO (the likelihood's quadrature) at the current q(u), ≥ :meth:`elbo`."""
-        return gpflow.models.SVGP.elbo(self, self._require_data(data, "yardstick_elbo"))
+        return SVGP.elbo(self, self._require_data(data, "yardstick_elbo"))
 
     def closure_data(self, data: Any) -> Any:
         """The data a closure over all of them works on: ``(X, Y)`` or a ``tf.data.Dataset``,

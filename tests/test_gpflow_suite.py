@@ -1,0 +1,57 @@
+"""
+The harness that runs GPflow's own SVGP tests with a model in SVGP's place
+(:mod:`gpflow_suite.plugin`): its swap reaches every name and is undone, the package keeps
+GPflow's class where it means GPflow's class, and a refusal is told from a failure.
+"""
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+
+import gpflow_fastvi as fv
+from gpflow_suite.plugin import SVGP_NAMES, is_refusal, restore_svgp, swap_svgp
+
+ORIGINAL_SVGP = gpflow.models.SVGP
+
+
+def test_the_swap_binds_every_name_of_svgp_and_is_undone():
+    before = swap_svgp(fv.VIConcave)
+    try:
+        assert all(getattr(module, name) is fv.VIConcave for module, name in SVGP_NAMES)
+    finally:
+        restore_svgp(before)
+    assert gpflow.models.SVGP is ORIGINAL_SVGP
+    assert gpflow.models.svgp.SVGP is ORIGINAL_SVGP
+    assert gpflow.models.svgp.SVGP_with_posterior is ORIGINAL_SVGP.__base__
+
+
+def test_polya_gamma_yardstick_stays_gpflows_elbo_while_svgp_is_swapped(binary_data):
+    X, Y = binary_data
+    model = fv.PolyaGammaSVGP(
+        gpflow.kernels.SquaredExponential(),
+        gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid),
+        X[::6].copy(),
+        num_data=len(X),
+    )
+    model.update_sites(data=binary_data)
+    yardstick = model.yardstick_elbo(binary_data)
+    before = swap_svgp(fv.PolyaGammaSVGP)
+    try:
+        swapped = model.yardstick_elbo(binary_data)
+    finally:
+        restore_svgp(before)
+    np.testing.assert_allclose(swapped, yardstick, rtol=1e-12)
+    assert yardstick > model.elbo(binary_data)  # SVGP's quadrature ELBO, above the PG bound
+
+
+def test_a_refusal_is_one_of_the_packages_checks_or_raised_from_one():
+    refusal = fv.IncompatibleLikelihoodError("VIJJ needs the logit link")
+    assert is_refusal(refusal)
+    assert not is_refusal(ValueError("an assertion of GPflow's test"))
+    try:
+        try:
+            raise refusal
+        except fv.IncompatibleLikelihoodError as error:
+            raise RuntimeError("in user code") from error
+    except RuntimeError as wrapped:
+        assert is_refusal(wrapped)

@@ -1,0 +1,161 @@
+"""
+SVGP's constructor options, its methods and GPflow's model functions on every model: taken as SVGP
+takes them (``q_mu=``, ``q_sqrt=``, ``prior_kl()``,
+``gpflow.models.training_loss_closure(model, data)``), or refused by a check that names the case
+and what to use instead. GPflow's own SVGP tests, run with each model in SVGP's place
+(``python -m gpflow_suite.run``), count on both.
+"""
+
+import gpflow
+import numpy as np
+import pytest
+
+import gpflow_fastvi as fv
+
+from .test_contract import FACTORIES, HOLDING, LOGIT
+
+SCALAR_LIKELIHOOD_MODELS = (fv.VITaylor, fv.KLCorrected, fv.VIConcave)
+"""The models that take any log-concave scalar likelihood (the others take the logit only)."""
+
+
+def _random_q(rng, M, L):
+    q_mu = rng.normal(size=(M, L))
+    q_sqrt = np.tril(rng.normal(size=(L, M, M))) + 2.0 * np.eye(M)
+    return q_mu, q_sqrt
+
+
+def _likelihood(model_class):
+    """The binary likelihood the contract builds ``model_class`` with (:data:`FACTORIES`)."""
+    return gpflow.likelihoods.Bernoulli(**({} if model_class is fv.KLCorrected else LOGIT))
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+def test_q_mu_and_q_sqrt_start_q_where_svgp_would(model_class, data, rng, whiten):
+    X, _ = data
+    Z = X[::5].copy()
+    q_mu, q_sqrt = _random_q(rng, len(Z), 1)
+    likelihood = _likelihood(model_class)
+    model = model_class(
+        gpflow.kernels.SquaredExponential(), likelihood, Z, q_mu=q_mu, q_sqrt=q_sqrt, whiten=whiten
+    )
+    svgp = gpflow.models.SVGP(
+        gpflow.kernels.SquaredExponential(),
+        likelihood,
+        Z,
+        q_mu=q_mu,
+        q_sqrt=q_sqrt,
+        whiten=whiten,
+    )
+    np.testing.assert_array_equal(model.q_mu.numpy(), q_mu)
+    np.testing.assert_array_equal(model.q_sqrt.numpy(), q_sqrt)
+    assert not model.q_mu.trainable and not model.q_sqrt.trainable  # still set in closed form
+    for ours, svgps in zip(model.posterior().predict_f(X), svgp.predict_f(X)):
+        np.testing.assert_allclose(ours, svgps, rtol=1e-10, atol=1e-12)
+    # KL[q(u) ‖ p(u)] by SVGP's name, equal to GPflow's own.
+    np.testing.assert_allclose(model.prior_kl(), svgp.prior_kl(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("model_class", list(HOLDING), ids=lambda c: c.__name__)
+def test_the_data_holding_form_takes_q_mu_and_q_sqrt_too(model_class, data, rng):
+    X, _ = data
+    Z = X[::5].copy()
+    q_mu, q_sqrt = _random_q(rng, len(Z), 1)
+    model = model_class(
+        data, gpflow.kernels.SquaredExponential(), inducing_variable=Z, q_mu=q_mu, q_sqrt=q_sqrt
+    )
+    np.testing.assert_array_equal(model.q_mu.numpy(), q_mu)
+
+
+def test_num_latent_gps_is_read_off_q_sqrt_as_svgp_reads_it(rng):
+    X = rng.normal(size=(30, 2))
+    Z = X[:6].copy()
+    q_mu, q_sqrt = _random_q(rng, len(Z), 3)
+    for model_class, likelihood in (
+        (fv.VITaylor, gpflow.likelihoods.Softmax(3)),
+        (fv.VIConcave, gpflow.likelihoods.Softmax(3)),
+        (fv.PolyaGammaSVGP, fv.likelihoods.LogisticSoftmax(3)),
+    ):
+        # num_latent_gps left at its default of 1: SVGP takes L = 3 from q_sqrt.
+        model = model_class(gpflow.kernels.Matern52(), likelihood, Z, q_mu=q_mu, q_sqrt=q_sqrt)
+        assert model.num_latent_gps == 3
+        np.testing.assert_array_equal(model.q_sqrt.numpy(), q_sqrt)
+
+
+def test_shapes_of_q_mu_and_q_sqrt_are_checked(model_class, data, rng):
+    Z = data[0][::5].copy()
+    M = len(Z)
+    q_mu, q_sqrt = _random_q(rng, M, 1)
+    likelihood = _likelihood(model_class)
+    kernel = gpflow.kernels.SquaredExponential()
+    with pytest.raises(ValueError, match=rf"q_mu must have shape \[{M}, 1\]"):
+        model_class(kernel, likelihood, Z, q_mu=q_mu[:-1])
+    with pytest.raises(ValueError, match=rf"q_sqrt must have shape \[1, {M}, {M}\]"):
+        model_class(kernel, likelihood, Z, q_sqrt=q_sqrt[:, :-1])
+    with pytest.raises(ValueError, match=r"q_sqrt must have shape \[L, M, M\]"):
+        model_class(kernel, likelihood, Z, q_sqrt=q_sqrt[0])
+    with pytest.raises(ValueError, match="q_mu contains NaN"):
+        model_class(kernel, likelihood, Z, q_mu=np.full_like(q_mu, np.nan))
+
+
+# Each closure warns of its known shortfall against fit, which test_contract checks.
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_gpflows_model_functions_take_a_model_with_the_data(model_class, data):
+    """gpflow.models.training_loss_closure(model, data) and its kin, as GPflow's tests call them."""
+    Z = data[0][::5].copy()
+    model, twin = FACTORIES[model_class](data, Z), FACTORIES[model_class](data, Z)
+    loss = gpflow.models.training_loss_closure(model, data)()
+    np.testing.assert_allclose(loss, twin.training_loss_closure(data)(), rtol=1e-10)
+    np.testing.assert_allclose(
+        gpflow.models.training_loss(model, data), twin.training_loss(data), rtol=1e-10
+    )
+    objective = gpflow.models.maximum_log_likelihood_objective(model, data)
+    np.testing.assert_allclose(objective, twin.maximum_log_likelihood_objective(data), rtol=1e-10)
+    if model_class in HOLDING:
+        held = HOLDING[model_class](data, Z)
+        assert np.isfinite(gpflow.models.training_loss_closure(held, data)())
+
+
+def test_svgp_options_the_models_cannot_take_are_refused_by_name(model_class, data):
+    X = data[0]
+    Z = X[::5].copy()
+    likelihood = _likelihood(model_class)
+    kernel = gpflow.kernels.SquaredExponential()
+    with pytest.raises(fv.UnsupportedConfigurationError, match="needs q_diag=False"):
+        model_class(kernel, likelihood, Z, q_diag=True)
+    with pytest.raises(fv.UnsupportedConfigurationError, match="single-output kernel"):
+        model_class(gpflow.kernels.SharedIndependent(kernel, output_dim=2), likelihood, Z)
+    shared = gpflow.inducing_variables.SharedIndependentInducingVariables(
+        gpflow.inducing_variables.InducingPoints(Z)
+    )
+    with pytest.raises(fv.UnsupportedConfigurationError, match="multi-output inducing variable"):
+        model_class(kernel, likelihood, shared)
+    # Several latent GPs with a one-output likelihood are several outputs, Y [N, L]: refused,
+    # whether asked for by num_latent_gps or by the leading axis of q_sqrt.
+    for options in ({"num_latent_gps": 2}, {"q_sqrt": np.tile(np.eye(len(Z)), (2, 1, 1))}):
+        with pytest.raises(fv.IncompatibleLikelihoodError, match="one model per column of Y"):
+            model_class(kernel, likelihood, Z, **options)
+    # More rows than num_data: SVGP scales them down, a model refuses them.
+    model = FACTORIES[model_class](data, Z)
+    model.num_data = len(X) // 2
+    with pytest.raises(fv.InvalidDataError, match="more than num_data"):
+        model.training_loss(data)
+
+
+@pytest.mark.parametrize("model_class", SCALAR_LIKELIHOOD_MODELS, ids=lambda c: c.__name__)
+def test_a_switched_likelihood_is_refused_by_name(model_class):
+    switched = gpflow.likelihoods.SwitchedLikelihood(
+        [gpflow.likelihoods.Gaussian(), gpflow.likelihoods.Bernoulli(**LOGIT)]
+    )
+    Z = np.zeros((3, 1))
+    with pytest.raises(fv.IncompatibleLikelihoodError, match="SwitchedLikelihood reads each"):
+        model_class(gpflow.kernels.SquaredExponential(), switched, Z)
+
+
+def test_the_refusals_are_value_errors_as_svgps_checks_are():
+    """Code written against SVGP's checks, ``except ValueError``, catches every refusal."""
+    for error in (
+        fv.UnsupportedConfigurationError,
+        fv.IncompatibleLikelihoodError,
+        fv.InvalidDataError,
+    ):
+        assert issubclass(error, ValueError)
