@@ -29,6 +29,23 @@ def _likelihood(model_class):
     return gpflow.likelihoods.Bernoulli(**({} if model_class is fv.KLCorrected else LOGIT))
 
 
+def test_every_model_is_an_svgp_with_svgps_variables(model_class, data, rng):
+    """Code written against SVGP takes every model: it is an instance of gpflow.models.SVGP,
+    with SVGP's variables (q_mu and q_sqrt, held for the closed-form steps), and SVGP's own
+    methods that the model does not change run on it."""
+    X, _ = data
+    Z = X[::5].copy()
+    model = model_class(gpflow.kernels.SquaredExponential(), _likelihood(model_class), Z)
+    assert isinstance(model, gpflow.models.SVGP)
+    assert model.q_mu.shape == (len(Z), 1) and model.q_sqrt.shape == (1, len(Z), len(Z))
+    assert not model.q_mu.trainable and not model.q_sqrt.trainable
+    q_mu, q_sqrt = _random_q(rng, len(Z), 1)
+    model.q_mu.assign(q_mu)
+    model.q_sqrt.assign(q_sqrt)
+    # GPflow's KL through Kuu with its jitter, the model's through training's factor of Kmm.
+    np.testing.assert_allclose(gpflow.models.SVGP.prior_kl(model), model.prior_kl(), rtol=1e-6)
+
+
 @pytest.mark.parametrize("whiten", [True, False])
 def test_q_mu_and_q_sqrt_start_q_where_svgp_would(model_class, data, rng, whiten):
     X, _ = data

@@ -31,12 +31,11 @@ from typing import Any, Callable, ClassVar, Optional, Tuple
 
 import gpflow
 import tensorflow as tf
-from gpflow.base import Parameter, RegressionData
-from gpflow.models import GPModel
-from gpflow.models.training_mixins import ExternalDataTrainingLossMixin
+from gpflow.base import RegressionData
+from gpflow.models import SVGP
 from gpflow.posteriors import BasePosterior, PrecomputeCacheType
-from gpflow.utilities import triangular
 
+from ..distribution import set_trainable
 from ..gaussian import kl_to_prior
 from ..inducing import InducingSpec, set_inducing_trainable
 from ..likelihoods import one_hot_classes
@@ -102,21 +101,25 @@ sites have a closed-form step and whose objective is that of
 :meth:`~gpflow_fastvi.models.closed_form.ClosedFormSteps.stepped_sites`."""
 
 
-class GaussianSitesModel(
-    DataHoldingForm, GPModel, ExternalDataTrainingLossMixin, metaclass=DataFirstForm
-):
+class GaussianSitesModel(DataHoldingForm, SVGP, metaclass=DataFirstForm):
     r"""
     Base class of sparse GP models whose likelihood is replaced by Gaussian sites
-    aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2 with a closed-form step, built like :class:`gpflow.models.SVGP` and
-    trained with the data per call, or holding their data like :class:`gpflow.models.SGPR`.
+    aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2 with a closed-form step: a :class:`gpflow.models.SVGP` (SVGP's
+    constructor makes its variables, and code written against SVGP takes it), trained with the
+    data per call, or holding its data like :class:`gpflow.models.SGPR`.
+
+    **What it changes of SVGP, and why.** ``training_loss`` takes the closed-form site steps on
+    q(u) and returns the method's own objective (:meth:`training_loss`); ``elbo`` is SVGP's ELBO
+    at the stored q(u), with the logit Bernoulli's expectation in a form that stays finite and
+    the data checked; ``predict_f``, ``posterior`` and ``prior_kl`` use the factor of Kmm that
+    training uses, whose jitter escalates where GPflow's fixed jitter fails.
 
     Notation (as in the papers and :mod:`gpflow_fastvi.gaussian`): X [N, D] inputs, Y [N, 1]
     targets, Z [M, D] inducing inputs, u = f(Z), Kmm = L Lᵀ, A = L⁻¹ Kmn, B = I + A W Aᵀ = LB LBᵀ.
 
     **Two ways to build one.** SVGP's signature, ``Model(kernel, likelihood, Z, num_data=N)``,
     then every data-taking method is called with the data: ``training_loss((X, Y))``,
-    ``training_loss_closure((X, Y))``, ``elbo((X, Y))``, ``fit(model, (X, Y))``; like SVGP the
-    class is a :class:`~gpflow.models.ExternalDataTrainingLossMixin`, so GPflow's
+    ``training_loss_closure((X, Y))``, ``elbo((X, Y))``, ``fit(model, (X, Y))``, and GPflow's
     ``gpflow.models.training_loss_closure(model, (X, Y))`` passes it the data. Or the
     SGPR-like form with the data first, ``Model((X, Y), kernel, ...)`` (or ``data=(X, Y)``), in
     which the model holds the data, the methods are called without it, and the inducing inputs
@@ -230,30 +233,35 @@ class GaussianSitesModel(
         )
         full = X is not None and inducing_variable is None
         inducing_variable = self.resolve_inducing_variable(inducing_variable, X, kmeans_seed)
-        super().__init__(kernel, likelihood, mean_function, num_latent_gps=latent)
+        # q(u) starts where SVGP's would and is set in closed form from then on.
+        initial_mu, initial_sqrt = svgp_initial_q(
+            q_mu, q_sqrt, int(inducing_variable.num_inducing), latent
+        )
+        SVGP.__init__(
+            self,
+            kernel,
+            likelihood,
+            inducing_variable,
+            mean_function=mean_function,
+            num_latent_gps=latent,
+            q_diag=False,
+            q_mu=initial_mu,
+            q_sqrt=initial_sqrt,
+            whiten=whiten,
+            num_data=num_data,
+        )
+        set_trainable(self.q_mu, False)  # the steps set q(u), never a gradient
+        set_trainable(self.q_sqrt, False)
         # Decided once, eagerly: the link is checked numerically, which a traced elbo() cannot do.
         self._logit_bernoulli = is_logit_bernoulli(likelihood)
         self.data = None if X is None else gpflow.models.util.data_input_to_tensor((X, Y))
-        self.num_data = num_data
-        self.inducing_variable = inducing_variable
         set_inducing_trainable(
             self.inducing_variable,
             train_inducing,
             given_as_variable=given_as_variable,
             full=full,
         )
-        self.whiten = whiten
         self.batch_size = batch_size
-        M = int(tf.shape(self.inducing_variable.Z)[0])
-        # q(u) starts where SVGP's would and is set in closed form from then on.
-        initial_mu, initial_sqrt = svgp_initial_q(q_mu, q_sqrt, M, latent)
-        self.q_mu = Parameter(initial_mu, dtype=gpflow.config.default_float(), trainable=False)
-        self.q_sqrt = Parameter(
-            initial_sqrt,
-            transform=triangular(),
-            dtype=gpflow.config.default_float(),
-            trainable=False,
-        )
         self.set_up_step_state()
 
     # ----------------------------------------------------------------------------------------------
