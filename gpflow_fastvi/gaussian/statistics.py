@@ -202,11 +202,11 @@ def statistics_from_projection(projection: Projection, sites: Sites) -> SiteStat
     upstream gradients P̄_l, ḡ_l and t̄ of A W_l Aᵀ, A b_l and the trace (S_l = (P̄_l + P̄_lᵀ)/2),
     A receives
 
-        Ā = Σ_l 2 (S_l − t̄ I) A W_l + Σ_l ḡ_l b_lᵀ    (W_l restricted to the points with K̃ᵢᵢ > 0
-                                                        in the t̄ term),
+        Ā = Σ_l 2 (S_l − t̄ I) A W_l + Σ_l ḡ_l b_lᵀ
 
-    and since Kmn = L A, the two products that autodiff would take with this N-column matrix fold
-    into M × M algebra: L̄ = −tril(L⁻ᵀ Ā Aᵀ) with
+    (W_l restricted to the points with K̃ᵢᵢ > 0 in the t̄ term), and since Kmn = L A, the two
+    products that autodiff would take with this N-column matrix fold into M × M algebra:
+    L̄ = −tril(L⁻ᵀ Ā Aᵀ) with, Ḡ holding the ḡ_l as its columns,
     Ā Aᵀ = Σ_l 2 (S_l − t̄ I) A W_l Aᵀ + Ḡ (A b)ᵀ, and K̄mn = L⁻ᵀ Ā = Σ_l (H_l A) W_l + (L⁻ᵀ Ḡ) bᵀ
     with H_l = 2 L⁻ᵀ (S_l − t̄ I). The backward pass then costs one N·M² product per latent
     function where autodiff through A W Aᵀ and A = L⁻¹ Kmn took three. The site gradients are
