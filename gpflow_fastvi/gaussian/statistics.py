@@ -220,7 +220,8 @@ def statistics_from_projection(projection: Projection, sites: Sites) -> SiteStat
     def statistics(
         Kmn: tf.Tensor, L: tf.Tensor, Knn_diag: tf.Tensor, a: tf.Tensor, b: tf.Tensor, w: tf.Tensor
     ):
-        AWAt = tf.einsum("mn,nl,kn->lmk", A, w, A)  # A W_l Aᵀ                          [L, M, M]
+        wT = tf.transpose(w)[:, None, :]  # the site precisions of latent l in row l      [L, 1, N]
+        AWAt = times_shared(A * wT, tf.transpose(A))  # A W_l Aᵀ                         [L, M, M]
         Ab = tf.linalg.matmul(A, b)  # A b                                                 [M, L]
         trace = tf.reduce_sum(w * Ktilde_diag[:, None])  # Σᵢ Σ_l w_il (Knn,ᵢᵢ − Qnn,ᵢᵢ)
 
@@ -247,7 +248,7 @@ def statistics_from_projection(projection: Projection, sites: Sites) -> SiteStat
             L_inv_T = tf.transpose(triangular_inverse(L))
             L_bar = -tf.linalg.band_part(tf.linalg.matmul(L_inv_T, A_bar_At), -1, 0)
             H = 2.0 * tf.linalg.matmul(L_inv_T, S - trace_bar * eye)  #                  [L, M, M]
-            HA_W = tf.einsum("lmn,nl->mn", times_shared(H, A), w)  # Σ_l H_l A W_l
+            HA_W = tf.reduce_sum(times_shared(H, A) * wT, axis=0)  # Σ_l H_l A W_l
             Kmn_bar = HA_W + tf.linalg.matmul(
                 tf.linalg.matmul(L_inv_T, Ab_bar), b, transpose_b=True
             )
