@@ -39,17 +39,19 @@ from ..distribution import set_trainable
 from ..gaussian import kl_to_prior
 from ..inducing import InducingSpec, set_inducing_trainable
 from ..likelihoods import one_hot_classes
+from ..model_checks import (
+    check_latent_functions,
+    check_svgp_options,
+    is_logit_bernoulli,
+    svgp_initial_q,
+    svgp_num_latent_gps,
+)
 from ..types import Route
 from ..validation import (
     check_data,
-    check_latent_functions,
     check_num_data,
-    check_svgp_options,
-    is_logit_bernoulli,
     positive_int,
     signed_labels,
-    svgp_initial_q,
-    svgp_num_latent_gps,
     targets_for_likelihood,
 )
 from .data_form import DataFirstForm, DataHoldingForm

@@ -9,6 +9,7 @@ from gpflow.base import MeanAndVariance, Parameter, RegressionData
 from gpflow.utilities import positive
 
 from ..inducing import InducingSpec
+from ..model_checks import check_log_concave, check_scalar_likelihood
 from ..sites.ppa import (
     LogNormaliser,
     local_terms,
@@ -18,7 +19,7 @@ from ..sites.ppa import (
     tilted_moments,
 )
 from ..types import Route, Sites, SteppedSites
-from ..validation import check_log_concave, check_scalar_likelihood, one_of
+from ..validation import one_of
 from .base import PERSISTENT_ROUTE, GaussianSitesModel, logit_log_prob
 
 BOUNDS = ("kl_corrected", "standard")
@@ -210,7 +211,7 @@ class KLCorrected(GaussianSitesModel):
     ) -> gpflow.likelihoods.Likelihood:
         """
         Any log-concave :class:`gpflow.likelihoods.ScalarLikelihood`
-        (:func:`~gpflow_fastvi.validation.check_log_concave`); default ``Bernoulli()`` (probit).
+        (:func:`~gpflow_fastvi.model_checks.check_log_concave`); default ``Bernoulli()`` (probit).
         """
         if likelihood is None:
             return gpflow.likelihoods.Bernoulli()

@@ -11,19 +11,18 @@ from ..distribution import set_trainable
 from ..exceptions import InvalidDataError
 from ..inducing import make_inducing_variable, set_inducing_trainable
 from ..likelihoods import LogisticSoftmax, one_hot_classes
+from ..model_checks import (
+    check_latent_functions,
+    check_logit_bernoulli,
+    check_svgp_options,
+    svgp_initial_q,
+    svgp_num_latent_gps,
+)
 from ..sites.logistic_softmax import ls_optimal_locals, ls_sites
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
 from ..stream_validation import ZERO_ONE_OR_SIGNS, checked_stream, static_cardinality
 from ..types import Route, Sites
-from ..validation import (
-    check_latent_functions,
-    check_logit_bernoulli,
-    check_svgp_options,
-    checked_signed_labels,
-    positive_int,
-    svgp_initial_q,
-    svgp_num_latent_gps,
-)
+from ..validation import checked_signed_labels, positive_int
 from .natural_step import NaturalGradientStep
 from .step_sizes import FULL_DATA_STEPS
 

@@ -23,9 +23,10 @@ from ..gaussian import (
     statistics_from_projection,
     stored_q,
 )
+from ..model_checks import check_log_concave, check_scalar_likelihood
 from ..sites.expectation import expectation_sites, log_softmax_bound
 from ..types import Sites, SiteStatistics, SteppedSites
-from ..validation import check_log_concave, check_scalar_likelihood, positive_int
+from ..validation import positive_int
 from .base import PERSISTENT_ROUTE, GaussianSitesModel
 from .protocol import Data
 
@@ -95,7 +96,7 @@ class VIConcave(GaussianSitesModel):
     Likelihoods: any :class:`gpflow.likelihoods.ScalarLikelihood` whose log-density is concave
     in f (Bernoulli with the logit or probit link, Poisson, Gaussian, Exponential, Gamma), and
     GPflow's ``Softmax``; Student-t and Beta are refused
-    (:func:`~gpflow_fastvi.validation.check_log_concave`). Default
+    (:func:`~gpflow_fastvi.model_checks.check_log_concave`). Default
     ``Bernoulli(invlink=tf.sigmoid)``.
     """
 

@@ -5,9 +5,10 @@ from typing import Optional, Tuple
 import gpflow
 import tensorflow as tf
 
+from ..model_checks import check_logit_bernoulli
 from ..sites.jaakkola_jordan import jj_optimal_xi, jj_sites
 from ..types import Route, Sites
-from ..validation import check_logit_bernoulli, signed_labels
+from ..validation import signed_labels
 from .base import PERSISTENT_ROUTE, GaussianSitesModel
 
 

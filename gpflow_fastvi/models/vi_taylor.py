@@ -6,9 +6,9 @@ import gpflow
 import tensorflow as tf
 
 from ..likelihoods import log_density_ceiling, one_hot_classes
+from ..model_checks import check_log_concave, check_scalar_likelihood
 from ..sites.taylor import softmax_derivatives, taylor_sites
 from ..types import Route, Sites
-from ..validation import check_log_concave, check_scalar_likelihood
 from .base import PERSISTENT_ROUTE, GaussianSitesModel, logit_log_prob
 
 
@@ -55,7 +55,7 @@ class VITaylor(GaussianSitesModel):
 
     Bernoulli labels may be {0, 1} or {−1, +1} (stored as {0, 1}); Poisson targets must be
     non-negative integers. Likelihoods that are not log-concave (Student-t, Beta) are refused
-    (:func:`~gpflow_fastvi.validation.check_log_concave`); where a log-concave one bends slightly
+    (:func:`~gpflow_fastvi.model_checks.check_log_concave`); where a log-concave one bends slightly
     upwards in floating point (GPflow's probit link far in its tails) the site curvature is clipped
     at 0 (see :mod:`gpflow_fastvi.sites.taylor`).
     """

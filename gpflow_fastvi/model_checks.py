@@ -1,0 +1,226 @@
+"""
+What a model accepts at construction: its likelihood (a logit Bernoulli, a log-concave scalar
+likelihood, or one of C classes), the number of latent functions, and the options of
+:class:`gpflow.models.SVGP` it takes or refuses. Each check raises
+:class:`~gpflow_fastvi.exceptions.IncompatibleLikelihoodError` or
+:class:`~gpflow_fastvi.exceptions.UnsupportedConfigurationError` naming the case and what to use
+instead. The data a model is given are checked by :mod:`gpflow_fastvi.validation`.
+"""
+
+import warnings
+from typing import Any, Tuple
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+
+from .exceptions import IncompatibleLikelihoodError, UnsupportedConfigurationError
+from .likelihoods import MULTI_CLASS_LIKELIHOODS
+
+
+def is_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood) -> bool:
+    """Whether ``likelihood`` is a Bernoulli whose inverse link is the logistic sigmoid (checked numerically)."""
+    if not isinstance(likelihood, gpflow.likelihoods.Bernoulli):
+        return False
+    t = tf.constant(np.linspace(-30.0, 30.0, 61), dtype=gpflow.config.default_float())
+    return bool(
+        np.allclose(likelihood.invlink(t).numpy(), tf.sigmoid(t).numpy(), rtol=1e-10, atol=0)
+    )
+
+
+MULTI_CLASS_HINT = (
+    "For C classes use VIConcave or VITaylor with gpflow.likelihoods.Softmax(C), or "
+    "PolyaGammaSVGP with gpflow_fastvi.likelihoods.LogisticSoftmax(C), and num_latent_gps=C."
+)
+"""What the errors of the binary and scalar models say to use for a multi-class problem."""
+
+
+def check_svgp_options(
+    model: str,
+    kernel: gpflow.kernels.Kernel,
+    inducing_variable: Any,
+    q_diag: bool,
+) -> None:
+    """
+    Raise :class:`UnsupportedConfigurationError` for the options of :class:`gpflow.models.SVGP`
+    that the closed-form steps cannot take: ``q_diag=True`` (each step gives q(u) a full
+    covariance) and a multi-output kernel or inducing variable (the latent functions share one
+    single-output kernel and one set of inducing inputs, as in SVGP(num_latent_gps=C)).
+    """
+    if q_diag:
+        raise UnsupportedConfigurationError(
+            f"{model} needs q_diag=False: its closed-form steps give q(u) a full covariance, "
+            "which q_diag=True cannot hold. Leave q_diag out (SVGP's default), or use "
+            "gpflow.models.SVGP for a diagonal q(u)."
+        )
+    if isinstance(kernel, gpflow.kernels.MultioutputKernel):
+        raise UnsupportedConfigurationError(
+            f"{model} takes a single-output kernel, shared by its latent functions as in GPflow's "
+            f"SVGP(num_latent_gps=C); got the multi-output kernel {type(kernel).__name__}. Use "
+            "gpflow.models.SVGP for multi-output kernels."
+        )
+    if isinstance(inducing_variable, gpflow.inducing_variables.MultioutputInducingVariables):
+        raise UnsupportedConfigurationError(
+            f"{model} takes one set of inducing inputs shared by its latent functions (an array "
+            "Z [M, D] or InducingPoints); got the multi-output inducing variable "
+            f"{type(inducing_variable).__name__}. Use gpflow.models.SVGP for multi-output "
+            "inducing variables."
+        )
+
+
+def svgp_num_latent_gps(num_latent_gps: int, q_sqrt: Any) -> int:
+    """
+    The number of latent GPs as :class:`gpflow.models.SVGP` takes it: the leading axis L of
+    ``q_sqrt`` [L, M, M] when one is given, else ``num_latent_gps``.
+    """
+    if q_sqrt is None:
+        return num_latent_gps
+    shape = np.shape(q_sqrt)
+    if len(shape) != 3:
+        raise ValueError(
+            f"q_sqrt must have shape [L, M, M] (L latent GPs, M inducing points; q_diag=False); "
+            f"got shape {list(shape)}."
+        )
+    return int(shape[0])
+
+
+def svgp_initial_q(q_mu: Any, q_sqrt: Any, M: int, L: int) -> Tuple[np.ndarray, np.ndarray]:
+    """
+    q(u)'s starting point as :class:`gpflow.models.SVGP` takes it: ``q_mu`` [M, L] (zeros when
+    ``None``) and ``q_sqrt`` [L, M, M] (identities when ``None``), copied in GPflow's default float
+    and checked for their shapes and finite values. As in SVGP, the triangular transform of
+    ``q_sqrt`` keeps its lower triangle.
+    """
+    dtype = gpflow.config.default_float()
+    initial = {
+        "q_mu": (q_mu, (M, L), np.zeros((M, L))),
+        "q_sqrt": (q_sqrt, (L, M, M), np.tile(np.eye(M), (L, 1, 1))),
+    }
+    arrays = []
+    for name, (value, shape, default) in initial.items():
+        array: np.ndarray = np.array(default if value is None else value, dtype=dtype)
+        if array.shape != shape:
+            raise ValueError(
+                f"{name} must have shape {list(shape)} (M = {M} inducing points, L = {L} latent "
+                f"GPs); got shape {list(array.shape)}."
+            )
+        if not np.all(np.isfinite(array)):
+            raise ValueError(f"{name} contains NaN or infinite values.")
+        arrays.append(array)
+    return arrays[0], arrays[1]
+
+
+def check_latent_functions(
+    model: str,
+    likelihood: gpflow.likelihoods.Likelihood,
+    num_latent_gps: int,
+    latent: int,
+) -> None:
+    """
+    Raise :class:`IncompatibleLikelihoodError` unless ``num_latent_gps`` is ``latent``, the number
+    of latent functions ``model`` has with ``likelihood``: one per class for C classes, else 1.
+    """
+    if num_latent_gps == latent:
+        return
+    if latent > 1:
+        raise IncompatibleLikelihoodError(
+            f"{model} with {type(likelihood).__name__}({latent}) needs one latent GP per class, "
+            f"num_latent_gps={latent}, as GPflow's SVGP does; got num_latent_gps={num_latent_gps}."
+        )
+    raise IncompatibleLikelihoodError(
+        f"{model} with {type(likelihood).__name__} has one latent GP, num_latent_gps=1, and "
+        f"targets Y [N, 1]; got num_latent_gps={num_latent_gps} (from q_sqrt's leading axis where "
+        f"it is given, as in SVGP). GPflow's SVGP with L latent GPs and a one-output likelihood "
+        f"fits L independent outputs, Y [N, L], which {model} does not: fit one model per column "
+        f"of Y, or use gpflow.models.SVGP. {MULTI_CLASS_HINT}"
+    )
+
+
+def check_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood, needed_by: str) -> None:
+    """Raise :class:`IncompatibleLikelihoodError` unless ``likelihood`` is a logit Bernoulli."""
+    if is_logit_bernoulli(likelihood):
+        return
+    needed = (
+        f"{needed_by} needs gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid) (binary "
+        f"classification, the logit link); got {type(likelihood).__name__}"
+    )
+    if isinstance(likelihood, gpflow.likelihoods.Bernoulli):
+        link = likelihood.invlink
+        raise IncompatibleLikelihoodError(
+            f"{needed} with invlink={getattr(link, '__name__', link)}. GPflow's default "
+            "Bernoulli() is the probit link: use Bernoulli(invlink=tf.sigmoid), or VITaylor, "
+            "KLCorrected or VIConcave, which take the probit link."
+        )
+    if not isinstance(likelihood, gpflow.likelihoods.ScalarLikelihood):
+        raise IncompatibleLikelihoodError(
+            f"{needed}. {MULTI_CLASS_HINT} Multi-output likelihoods are not supported."
+        )
+    raise IncompatibleLikelihoodError(
+        f"{needed}. For another scalar likelihood use VITaylor, KLCorrected or VIConcave "
+        "(VIConcave: log-concave ones)."
+    )
+
+
+def check_scalar_likelihood(likelihood: gpflow.likelihoods.Likelihood, model: str) -> None:
+    """
+    Raise :class:`IncompatibleLikelihoodError` unless ``likelihood`` factorises over points with
+    targets Y [N, 1]: GPflow's ``SwitchedLikelihood``, a scalar likelihood too, reads the index of
+    each point's likelihood from a second column of Y.
+    """
+    if isinstance(likelihood, gpflow.likelihoods.SwitchedLikelihood):
+        raise IncompatibleLikelihoodError(
+            f"{model} takes targets Y [N, 1] and one likelihood for every point; "
+            "SwitchedLikelihood reads each point's likelihood from a second column of Y. Fit one "
+            "model per group of points, or use gpflow.models.SVGP."
+        )
+    if not isinstance(likelihood, gpflow.likelihoods.ScalarLikelihood):
+        multi_class = (
+            f" {MULTI_CLASS_HINT}" if isinstance(likelihood, MULTI_CLASS_LIKELIHOODS) else ""
+        )
+        raise IncompatibleLikelihoodError(
+            f"{model} needs a likelihood that factorises over data points with one latent function "
+            f"(a gpflow.likelihoods.ScalarLikelihood, such as Bernoulli, Poisson or Gaussian); got "
+            f"{type(likelihood).__name__}.{multi_class}"
+        )
+
+
+LOG_CONCAVE_LIKELIHOODS: Tuple[type, ...] = (
+    gpflow.likelihoods.Gaussian,
+    gpflow.likelihoods.Bernoulli,
+    gpflow.likelihoods.Poisson,
+    gpflow.likelihoods.Exponential,
+    gpflow.likelihoods.Gamma,
+    gpflow.likelihoods.Ordinal,
+)
+"""GPflow's likelihoods whose log-density is concave in f with their default links."""
+
+NOT_LOG_CONCAVE_LIKELIHOODS: Tuple[type, ...] = (
+    gpflow.likelihoods.StudentT,
+    gpflow.likelihoods.Beta,
+)
+"""GPflow's likelihoods whose log-density is not concave in f: a Gaussian site cannot stand in."""
+
+
+def check_log_concave(likelihood: gpflow.likelihoods.Likelihood, model: str) -> None:
+    """
+    Refuse a likelihood known not to be log-concave in f (Student-t, Beta) with an
+    :class:`IncompatibleLikelihoodError`; warn for one this package does not know, whose
+    concavity it cannot check. A site rule that needs curvature w ≥ 0 would otherwise clip it at
+    points where log p bends upwards (outliers under Student-t) and could settle far from any
+    sensible posterior without a word.
+    """
+    if isinstance(likelihood, NOT_LOG_CONCAVE_LIKELIHOODS):
+        raise IncompatibleLikelihoodError(
+            f"{model} needs a likelihood whose log-density is concave in f; "
+            f"{type(likelihood).__name__}'s is not (it bends upwards away from the data, where "
+            "the sites' curvature would have to be negative). Use gpflow.models.SVGP for it, or a "
+            "log-concave likelihood such as Gaussian, Bernoulli, Poisson, Exponential or Gamma."
+        )
+    if not isinstance(likelihood, LOG_CONCAVE_LIKELIHOODS):
+        warnings.warn(
+            f"{model} cannot check that {type(likelihood).__name__} is log-concave in f; it "
+            "assumes so. Where log p(y | f) is not concave the sites' curvature is clipped at 0 "
+            "and the result may be poor: compare with gpflow.models.SVGP.",
+            UserWarning,
+            stacklevel=3,
+        )
