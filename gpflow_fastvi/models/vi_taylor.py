@@ -97,12 +97,16 @@ class VITaylor(GaussianSitesModel):
         variable, :func:`~gpflow_fastvi.likelihoods.log_density_ceiling`), so that the collapsed
         objective never exceeds the ceiling of log p(y).
         """
-        derivatives = None
+        log_density, derivatives = None, None
         if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
+            # f_yᵢ − log Σ_c exp f_c with the labels checked in the graph (GPflow's own form takes
+            # integer labels only), its derivatives in closed form.
             own = one_hot_classes(Y, self.latent_functions(self.likelihood), "VITaylor", xi.dtype)
             derivatives = softmax_derivatives(own, xi)
+        else:
+            log_density = self._log_density(X, Y)
         return taylor_sites(
-            self._log_density(X, Y),
+            log_density,
             xi,
             ceiling=log_density_ceiling(self.likelihood),
             name=type(self.likelihood).__name__,
@@ -111,17 +115,11 @@ class VITaylor(GaussianSitesModel):
 
     def _log_density(self, X: tf.Tensor, Y: tf.Tensor) -> Callable[[tf.Tensor], tf.Tensor]:
         """
-        F ↦ log p(yᵢ | fᵢ) [N]; for the logit Bernoulli in the stable form
-        :func:`~gpflow_fastvi.models.base.logit_log_prob`; for the softmax of C classes
-        f_yᵢ − log Σ_c exp f_c, with the labels checked in the graph (GPflow's own form takes
-        integer labels only, and its fused kernel is not meant to be differentiated twice).
+        F ↦ log p(yᵢ | fᵢ) [N] of a scalar likelihood, differentiated by :func:`taylor_sites`; for
+        the logit Bernoulli in the stable form :func:`~gpflow_fastvi.models.base.logit_log_prob`.
         """
         if self._logit_bernoulli:
             return lambda F: logit_log_prob(F, Y)[:, 0]
-        if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
-            C = self.latent_functions(self.likelihood)
-            own = one_hot_classes(Y, C, "VITaylor", Y.dtype)
-            return lambda F: tf.reduce_sum(own * F, axis=1) - tf.reduce_logsumexp(F, axis=1)
         return lambda F: self.likelihood.log_prob(X, F, Y)
 
     def optimal_site_parameters(

@@ -114,7 +114,7 @@ def softmax_derivatives(own: tf.Tensor, xi: tf.Tensor) -> Derivatives:
 
 @check_shapes("xi: [N, L]", "return[0]: [N, L]", "return[1]: [N, L]", "return[2]: [N, L]")
 def taylor_sites(
-    log_density: LogDensity,
+    log_density: Optional[LogDensity],
     xi: tf.Tensor,
     *,
     ceiling: Optional[float] = None,
@@ -131,9 +131,12 @@ def taylor_sites(
         curvature is then raised where needed so that no site's peak exceeds c.
     :param name: the likelihood's name, for the error raised on non-finite derivatives.
     :param derivatives: log p, g and h at ``xi`` where the caller has them in closed form
-        (:func:`softmax_derivatives`); else :func:`log_density_derivatives` of ``log_density``.
+        (:func:`softmax_derivatives`; ``log_density`` may then be ``None``); else
+        :func:`log_density_derivatives` of ``log_density``.
     """
     if derivatives is None:
+        if log_density is None:
+            raise ValueError("taylor_sites needs the log-density or its derivatives at xi.")
         derivatives = log_density_derivatives(log_density, xi)
     log_p, g, h = derivatives
     latent = xi.shape[-1]
