@@ -6,7 +6,6 @@ after ``pip install ".[docs]"``. The tutorials in ``notebooks/`` (seen here thro
 ``GPFLOW_FASTVI_QUICK=1`` for the shortened loops the test suite uses.
 """
 
-import inspect
 import os
 import sys
 from pathlib import Path
@@ -67,27 +66,3 @@ bibtex_reference_style = "author_year"
 html_theme = "furo"
 html_title = f"gpflow_fastvi {release}"
 
-
-def _constructor_signature(app, what, name, obj, options, signature, return_annotation):
-    """
-    The models' metaclass (:class:`~gpflow_fastvi.models.data_form.DataFirstForm`) defines ``__call__``
-    to accept the data-first form too, and autodoc would show its ``(*args, **kwargs)`` as the
-    class signature: show the constructor's own, which is SVGP's.
-    """
-    from gpflow_fastvi.models.data_form import DataFirstForm
-
-    if what == "class" and isinstance(obj, DataFirstForm):
-        constructor = inspect.signature(obj.__init__)
-        parameters = [  # without self, and without annotations, as autodoc_typehints shows them
-            p.replace(annotation=inspect.Parameter.empty)
-            for p in list(constructor.parameters.values())[1:]
-        ]
-        shown = constructor.replace(
-            parameters=parameters, return_annotation=inspect.Signature.empty
-        )
-        return str(shown), None
-    return None
-
-
-def setup(app):
-    app.connect("autodoc-process-signature", _constructor_signature)

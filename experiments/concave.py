@@ -124,7 +124,7 @@ def full_form_at_fixed_theta(
     D = X.shape[1]
     curves: Dict[str, Curve] = {}
 
-    model = VIConcave(data, make_kernel(D), make_likelihood())
+    model = VIConcave(make_kernel(D), make_likelihood(), data=data)
     step = tf.function(lambda: model.update_sites(1), autograph=False)
     step()  # compiled before the clock starts, as Scipy's compile=True below is
     model.q_mu.assign(tf.zeros_like(model.q_mu))
@@ -189,7 +189,7 @@ def raetsch_errors(
         D = X.shape[1]
         probit = gpflow.likelihoods.Bernoulli  # GPflow's default link
         models = {
-            "VIConcave": VIConcave((X, Y), make_kernel(D), probit()),
+            "VIConcave": VIConcave(make_kernel(D), probit(), data=(X, Y)),
             "VGP + Scipy": gpflow.models.VGP((X, Y), make_kernel(D), probit()),
             "EP": EPClassifier((X, Y), make_kernel(D)),
         }

@@ -63,7 +63,11 @@ def profile_sites_model(
     """Seconds of each piece of one persistent-route evaluation of ``model_class``."""
     logit = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
     model = model_class(
-        (X, Y), _kernel(), likelihood=logit, inducing_variable=X[:m].copy(), train_inducing=False
+        _kernel(),
+        likelihood=logit,
+        inducing_variable=X[:m].copy(),
+        train_inducing=False,
+        data=(X, Y),
     )
     model.update_sites(2)  # sites away from their start, as during training
     # The local parameters the persistent route keeps from the last accepted iterate, and a
@@ -94,7 +98,11 @@ def profile_sites_model(
             compiled(lambda: tf.reduce_sum(model.kernel(model.inducing_variable.Z, data_X)))
         ),
         "projection": median_seconds(
-            compiled(lambda: tf.reduce_sum(model.projection(data_X, model.Kmm_cholesky())[0]))
+            compiled(
+                lambda: tf.reduce_sum(
+                    model.passes.projection(data_X, model.passes.Kmm_cholesky())[0]
+                )
+            )
         ),
     }
 

@@ -42,11 +42,11 @@ def run_route(
     X_train, Y_train, X_test, Y_test = data
     model_class = {"VIJJ": VIJJ, "VITaylor": VITaylor}[model_name]
     model = model_class(
-        (X_train, Y_train),
         make_kernel(X_train.shape[1]),
         likelihood=make_likelihood(),
         inducing_variable=Z.copy(),
         train_inducing=False,
+        data=(X_train, Y_train),
     )
     metrics = metrics_function(model, model.elbo, X_test, Y_test)
     trace = fit(model, method=route, time_budget=budget, callback=lambda _: metrics())

@@ -37,8 +37,9 @@ def _model(X: np.ndarray, m: int) -> VIJJ:
 def _unchecked(model: VIJJ) -> VIJJ:
     """``model`` with the stream's structure checked as before the checks existed, and nothing
     else: no per-batch values, no row count."""
-    model.checked_pass_stream = checked_dataset  # type: ignore[method-assign]
-    model.sum_over_data = model._sum_on_devices  # type: ignore[method-assign]
+    passes = model.passes
+    passes.checked_pass_stream = checked_dataset  # type: ignore[method-assign]
+    passes.sum_over_data = passes._sum_on_devices  # type: ignore[method-assign]
     return model
 
 
@@ -48,7 +49,7 @@ def evaluation(model: VIJJ, dataset: tf.data.Dataset) -> Callable[[], Any]:
     three closed-form site steps, each a pass over the stream, and its gradient in the kernel's
     hyperparameters (a further pass). The stream is checked once, outside, as ``fit`` checks it.
     """
-    stream = model.training_data(dataset)
+    stream = model.passes.training_data(dataset)
     variables = model.kernel.trainable_variables
 
     @tf.function(autograph=False)

@@ -8,13 +8,14 @@ instead. The data a model is given are checked by :mod:`gpflow_fastvi.validation
 """
 
 import warnings
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import gpflow
 import numpy as np
 import tensorflow as tf
 
 from .exceptions import IncompatibleLikelihoodError, UnsupportedConfigurationError
+from .inducing import InducingSpec, make_inducing_variable
 from .likelihoods import MULTI_CLASS_LIKELIHOODS
 
 
@@ -224,3 +225,73 @@ def check_log_concave(likelihood: gpflow.likelihoods.Likelihood, model: str) -> 
             UserWarning,
             stacklevel=3,
         )
+
+
+def looks_like_data(value: Any) -> bool:
+    """Whether ``value`` is a call's data (X, Y) rather than a kernel or a batch iterator."""
+    return isinstance(value, (tuple, list)) and len(value) == 2
+
+
+def data_first_arguments(
+    name: str, kernel: Any, likelihood: Any, inducing_variable: Any, data: Any
+) -> Tuple[Any, Any, Any, Any]:
+    """
+    A constructor's ``(kernel, likelihood, inducing_variable, data)`` as SVGP's signature names
+    them. The deprecated data-first spelling, ``Model((X, Y), kernel, ...)``, puts the data where
+    the kernel goes and the arguments after it in the next two places; they are taken by what
+    they are (the GPflow kernel, the GPflow likelihood, the inducing inputs), with a
+    :class:`DeprecationWarning` naming the spelling to use, ``data=(X, Y)``.
+    """
+    if not looks_like_data(kernel):
+        return kernel, likelihood, inducing_variable, data
+    if data is not None:
+        raise TypeError(f"{name}() got the data both first and as data=.")
+    warnings.warn(
+        f"{name}((X, Y), kernel, ...) is deprecated: pass the data by name, "
+        f"{name}(kernel, likelihood, inducing_variable, data=(X, Y)).",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    data, rest = kernel, [v for v in (likelihood, inducing_variable) if v is not None]
+    kernels = [v for v in rest if isinstance(v, gpflow.kernels.Kernel)]
+    likelihoods = [v for v in rest if isinstance(v, gpflow.likelihoods.Likelihood)]
+    others = [
+        v for v in rest if not isinstance(v, (gpflow.kernels.Kernel, gpflow.likelihoods.Likelihood))
+    ]
+    if len(kernels) != 1 or len(likelihoods) > 1 or len(others) > 1:
+        raise TypeError(
+            f"{name}(data, ...) takes a GPflow kernel after the data, and at most a likelihood "
+            f"and the inducing inputs: use {name}(kernel, likelihood, inducing_variable, "
+            "data=(X, Y))."
+        )
+    return (
+        kernels[0],
+        likelihoods[0] if likelihoods else None,
+        others[0] if others else None,
+        data,
+    )
+
+
+def resolve_inducing_variable(
+    name: str, inducing_variable: Optional[InducingSpec], X: Optional[np.ndarray], seed: int
+) -> gpflow.inducing_variables.InducingVariables:
+    """
+    The inducing variable of a constructor's ``inducing_variable``: as given (an inducing
+    variable or an array Z); with the data X, also an int M for M k-means centres of X (seeded by
+    ``seed``) or ``None`` for Z = X, the full GP.
+    """
+    if X is None:
+        if inducing_variable is None or (
+            isinstance(inducing_variable, (int, np.integer))
+            and not isinstance(inducing_variable, bool)
+        ):
+            raise ValueError(
+                f"{name}(kernel, likelihood, inducing_variable, ...) needs the inducing inputs "
+                "as a GPflow inducing variable or an array Z [M, D]; an int M (k-means "
+                f"centres) or None (Z = X) needs the data: {name}(kernel, likelihood, M, "
+                "data=(X, Y))."
+            )
+        return make_inducing_variable(inducing_variable)
+    if inducing_variable is None:  # the full GP: u = f(X)
+        return gpflow.inducing_variables.InducingPoints(X.copy())
+    return make_inducing_variable(inducing_variable, X, seed=seed)

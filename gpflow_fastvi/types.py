@@ -13,9 +13,16 @@ q(u) and the collapsed bound.
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Mapping, NamedTuple, Optional, Tuple, Union
 
 import tensorflow as tf
+
+Data = Union[Tuple[tf.Tensor, tf.Tensor], tf.data.Dataset]
+"""The data of a call once checked: ``(X, Y)`` tensors, or a ``tf.data.Dataset`` of ``(X, Y)``
+batches streamed once per pass."""
+
+SiteParameters = Tuple[tf.Tensor, ...]
+"""The local parameters of a set of points' sites, each [N, L] (ξ for Jaakkola–Jordan)."""
 
 
 class Sites(NamedTuple):
@@ -54,7 +61,7 @@ class SteppedSites(NamedTuple):
     The outcome of some closed-form site steps from a model's q(u): the objective of the last
     sites read and the q(u) that is optimal for them; what an optimiser evaluates at a trial θ and
     makes the model's own at an accepted one
-    (:meth:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel.stepped_sites`).
+    (:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel.stepped_sites`).
     """
 
     objective: tf.Tensor

@@ -174,7 +174,7 @@ fig.tight_layout()
 # %% [markdown]
 # ## The training routes
 #
-# Here the model holds its data, like GPflow's `SGPR`: `fv.VIJJ((X, Y), kernel, Z)`, and then
+# Here the model holds its data, like GPflow's `SGPR`: `fv.VIJJ(kernel, inducing_variable=Z, data=(X, Y))`, and then
 # `fit(model)` takes none. The routes are `method="persistent"` (the default), and the paper's
 # three: `"analytic"` (vi-JJ: closed-form
 # ξ, then a burst of five L-BFGS-B evaluations on the hyperparameters, repeated), `"full"`
@@ -185,7 +185,9 @@ fig.tight_layout()
 fig, ax = plt.subplots(figsize=(6, 4))
 for method in ("persistent", "analytic", "full", "hybrid"):
     model = fv.VIJJ(
-        (X_train, Y_train), gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]), Z.copy()
+        gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]),
+        inducing_variable=Z.copy(),
+        data=(X_train, Y_train),
     )
     variant = fv.fit(
         model, method=method, max_iter=MAX_ITER, callback=lambda m: {"accuracy": accuracy(m)}

@@ -110,7 +110,10 @@ svgp_seconds = fit_svgp_with_scipy(svgp, (X_train, Y_train), SCIPY_MAXITER)
 
 # %%
 probit = fv.VITaylor(
-    (X_train, Y_train), kernel(), Z.copy(), likelihood=gpflow.likelihoods.Bernoulli()
+    kernel(),
+    inducing_variable=Z.copy(),
+    likelihood=gpflow.likelihoods.Bernoulli(),
+    data=(X_train, Y_train),
 )
 start = time.perf_counter()
 probit_trace = fv.fit(probit, max_iter=MAX_ITER)
@@ -129,10 +132,10 @@ print(
 
 # %%
 logit = fv.VITaylor(
-    (X_train, Y_train),
     kernel(),
-    Z.copy(),
+    inducing_variable=Z.copy(),
     likelihood=gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid),
+    data=(X_train, Y_train),
 )
 start = time.perf_counter()
 logit_trace = fv.fit(logit, max_iter=MAX_ITER)
@@ -300,11 +303,11 @@ svgp_poisson_seconds = fit_svgp_with_scipy(svgp_poisson, (X_counts, counts), POI
 
 def poisson_model(mean_function=None):
     return fv.VITaylor(
-        (X_counts, counts),
         gpflow.kernels.SquaredExponential(),
-        Z_counts.copy(),
+        inducing_variable=Z_counts.copy(),
         likelihood=gpflow.likelihoods.Poisson(),
         mean_function=mean_function,
+        data=(X_counts, counts),
     )
 
 
@@ -425,10 +428,10 @@ fig.tight_layout()
 for bad_name, bad_counts in (("negative", counts - 3.0), ("non-integer", counts + 0.5)):
     try:
         fv.VITaylor(
-            (X_counts, bad_counts),
             gpflow.kernels.SquaredExponential(),
-            Z_counts.copy(),
+            inducing_variable=Z_counts.copy(),
             likelihood=gpflow.likelihoods.Poisson(),
+            data=(X_counts, bad_counts),
         )
     except fv.InvalidDataError as error:
         print(f"{bad_name} counts: {type(error).__name__}: {error}")

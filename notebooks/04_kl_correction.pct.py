@@ -85,7 +85,7 @@ def nll(model, X_test=X_test, Y_test=Y_test):
 runs = {}
 for bound in ("kl_corrected", "standard"):
     model = fv.KLCorrected(
-        (X, Y), make_kernel(X.shape[1]), bound=bound, e_step="coordinate", whiten=False
+        make_kernel(X.shape[1]), bound=bound, e_step="coordinate", whiten=False, data=(X, Y)
     )
     trace = fv.fit(
         model, method="em", max_iter=MAX_ITER, tol=TOL, time_budget=TIME_BUDGET, maxfun=MAXFUN
@@ -233,9 +233,9 @@ print(
 X_all, Y_all = load_banana()
 X_big, Y_big, X_big_test, Y_big_test = train_test_split(X_all, Y_all, test_fraction=0.2, seed=0)
 sparse = fv.KLCorrected(
-    (X_big, Y_big),
     make_kernel(X_big.shape[1]),
     inducing_variable=fv.kmeans_inducing_points(X_big, 50),
+    data=(X_big, Y_big),
 )
 start = time.perf_counter()
 sparse_trace = fv.fit(

@@ -31,7 +31,7 @@
 #
 # * `fv.kmeans_inducing_points(X, m, seed=0)` returns the m centres (SciPy's `kmeans2` with a
 #   k-means++ start), an array you can inspect, or give to GPflow's `SVGP` as well;
-# * passing the int `m` as the inducing variable, `fv.VIJJ((X, Y), kernel, m)`, does the same
+# * passing the int `m` as the inducing variable, `fv.VIJJ(kernel, inducing_variable=m, data=(X, Y))`, does the same
 #   inside the constructor (seeded by `kmeans_seed=`).
 #
 # The inducing inputs stay where they are during training unless the model is built with
@@ -124,7 +124,7 @@ print(f"time budget per fit: {TIME_BUDGET:.0f} s")
 sweep = []
 for m in M_VALUES:
     Z = fv.kmeans_inducing_points(X_train, m)
-    r = train(fv.VIJJ((X_train, Y_train), kernel(), Z))
+    r = train(fv.VIJJ(kernel(), inducing_variable=Z, data=(X_train, Y_train)))
     r["update"] = update_seconds(r["model"])
     sweep.append(r)
     print(
@@ -295,7 +295,11 @@ placements = {
 placed = {"k-means": next(r for r in sweep if r["m"] == M_PLACEMENT)}
 for name, (Z, trainable) in placements.items():
     if name not in placed:
-        placed[name] = train(fv.VIJJ((X_train, Y_train), kernel(), Z, train_inducing=trainable))
+        placed[name] = train(
+            fv.VIJJ(
+                kernel(), inducing_variable=Z, train_inducing=trainable, data=(X_train, Y_train)
+            )
+        )
     r = placed[name]
     print(
         f"{name:22s} accuracy {r['accuracy']:.4f}  NLL {r['nll']:.4f}  ELBO {r['elbo']:9.2f}  "
@@ -350,7 +354,9 @@ fig.tight_layout()
 
 # %%
 rounds_model = fv.VIJJ(
-    (X_train, Y_train), kernel(), fv.greedy_inducing_points(X_train, kernel(), M_PLACEMENT)
+    kernel(),
+    inducing_variable=fv.greedy_inducing_points(X_train, kernel(), M_PLACEMENT),
+    data=(X_train, Y_train),
 )
 rounds_trace = fv.fit(
     rounds_model, greedy_rounds=2 if QUICK else 3, time_budget=3 * TIME_BUDGET, **FIT_OPTIONS
@@ -386,7 +392,13 @@ print(
 print("   m   VITaylor J̃    its ELBO   J̃ − ELBO  |  VIJJ: ELBO − Ĵ   VIJJ ELBO")
 for m in M_TAYLOR:
     r_jj = next(r for r in sweep if r["m"] == m)
-    r = train(fv.VITaylor((X_train, Y_train), kernel(), fv.kmeans_inducing_points(X_train, m)))
+    r = train(
+        fv.VITaylor(
+            kernel(),
+            inducing_variable=fv.kmeans_inducing_points(X_train, m),
+            data=(X_train, Y_train),
+        )
+    )
     print(
         f"{m:4d}  {r['objective']:11.2f} {r['elbo']:11.2f} {r['objective'] - r['elbo']:9.2f}"
         f"  |  {r_jj['elbo'] - r_jj['objective']:13.2f} {r_jj['elbo']:11.2f}"
@@ -400,7 +412,7 @@ for m in M_TAYLOR:
 # %% [markdown]
 # ## Practical advice, from this run
 #
-# * **Start with k-means and an int m.** `fv.VIJJ((X, Y), kernel, m)` is all it takes, and
+# * **Start with k-means and an int m.** `fv.VIJJ(kernel, inducing_variable=m, data=(X, Y))` is all it takes, and
 #   k-means beat a random subset and a regular grid of the same size here, in ELBO, accuracy and
 #   NLL.
 # * **Sweep m upwards, doubling it, and watch `model.elbo()`.** The ELBO is the same yardstick

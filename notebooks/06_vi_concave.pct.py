@@ -193,7 +193,7 @@ fig.tight_layout()
 # %% [markdown]
 # ## The full GP
 #
-# Built from the data alone, `fv.VIConcave((X, Y), kernel, likelihood)` puts an inducing input
+# Built from the data alone, `fv.VIConcave(kernel, likelihood, data=(X, Y))` puts an inducing input
 # at every training input, Z = X: the full GP of GPflow's `VGP`, with the paper's O(N) site
 # parameters instead of VGP's N + N(N+1)/2 variational parameters. At a fixed kernel both reach
 # the same optimum.
@@ -201,7 +201,7 @@ fig.tight_layout()
 # %%
 N_full = 150 if QUICK else 400
 X_small, Y_small = X_train[:N_full], Y_train[:N_full]
-full = fv.VIConcave((X_small, Y_small), kernel(), logit)
+full = fv.VIConcave(kernel(), logit, data=(X_small, Y_small))
 for _ in range(15):
     full_elbo = float(full.update_sites(1))
 vgp = gpflow.models.VGP((X_small, Y_small), kernel(), logit)

@@ -46,10 +46,10 @@ FACTORIES = {
 signature, the data per call."""
 
 HOLDING = {
-    fv.VIJJ: lambda data, Z: fv.VIJJ(data, _kernel(), Z),
-    fv.VITaylor: lambda data, Z: fv.VITaylor(data, _kernel(), Z),
-    fv.KLCorrected: lambda data, Z: fv.KLCorrected(data, _kernel(), inducing_variable=Z),
-    fv.VIConcave: lambda data, Z: fv.VIConcave(data, _kernel(), inducing_variable=Z),
+    fv.VIJJ: lambda data, Z: fv.VIJJ(_kernel(), inducing_variable=Z, data=data),
+    fv.VITaylor: lambda data, Z: fv.VITaylor(_kernel(), inducing_variable=Z, data=data),
+    fv.KLCorrected: lambda data, Z: fv.KLCorrected(_kernel(), inducing_variable=Z, data=data),
+    fv.VIConcave: lambda data, Z: fv.VIConcave(_kernel(), inducing_variable=Z, data=data),
 }
 """The data-holding (SGPR-like) form, for the models that have one."""
 
@@ -432,7 +432,7 @@ def test_what_the_models_do_not_support_is_refused_clearly(model_class, data):
         with pytest.raises(ValueError, match="needs the data"):
             model_class(_kernel(), likelihood, 10)
         with pytest.raises(ValueError, match="num_data=7"):
-            model_class(data, _kernel(), inducing_variable=Z, num_data=7)
+            model_class(_kernel(), inducing_variable=Z, num_data=7, data=data)
 
 
 @pytest.mark.slow

@@ -185,7 +185,11 @@ def svgp_banana_accuracy(banana_split):
 @pytest.mark.slow
 def test_fit_reaches_svgp_accuracy_on_banana(banana_split, svgp_banana_accuracy):
     X, Y, X_test, Y_test = banana_split
-    model = fv.VIJJ((X, Y), gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]), 50)
+    model = fv.VIJJ(
+        gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]),
+        inducing_variable=50,
+        data=(X, Y),
+    )
     trace = fv.fit(model, max_iter=100)
     assert abs(accuracy(model, X_test, Y_test) - svgp_banana_accuracy) <= 0.01
     assert trace.rows[-1]["objective"] <= model.elbo()  # the bound stays below the yardstick
@@ -196,7 +200,11 @@ def test_plain_scipy_on_training_loss_reaches_svgp_accuracy_on_banana(
     banana_split, svgp_banana_accuracy
 ):
     X, Y, X_test, Y_test = banana_split
-    model = fv.VIJJ((X, Y), gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]), 50)
+    model = fv.VIJJ(
+        gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]),
+        inducing_variable=50,
+        data=(X, Y),
+    )
     gpflow.optimizers.Scipy().minimize(model.training_loss, model.trainable_variables)
     assert abs(accuracy(model, X_test, Y_test) - svgp_banana_accuracy) <= 0.01
     # The q(u) the model predicts with is the optimum for the parameters Scipy left behind, up to
@@ -293,7 +301,7 @@ def test_kept_site_parameters_give_the_steps_that_read_q_u_where_it_was_set(
     from the accepted iterate is the same computation as reading the stored q(u) at the θ where
     it was set, and the parameters a result carries are those the next step reads."""
     Z = binary_data[0][::5].copy()
-    model = model_class(binary_data, gpflow.kernels.SquaredExponential(), inducing_variable=Z)
+    model = model_class(gpflow.kernels.SquaredExponential(), inducing_variable=Z, data=binary_data)
     accepted = model.stepped_sites(2, site_parameters=model.site_parameters())
     model.adopt(accepted)
     model.kernel.variance.assign(1.7)  # a trial θ away from the accepted one

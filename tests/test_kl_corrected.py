@@ -176,8 +176,8 @@ def test_newton_e_step_reaches_the_papers_fixed_point_in_a_few_steps(rng, form):
     X, Y = make_binary_data(rng, N=40)
     Z = X[::4].copy() if form == "sparse" else None
     kernel = lambda: gpflow.kernels.SquaredExponential(variance=20.0, lengthscales=1.0)  # noqa
-    newton = KLCorrected((X, Y), kernel(), inducing_variable=Z)
-    coordinate = KLCorrected((X, Y), kernel(), inducing_variable=Z, e_step="coordinate")
+    newton = KLCorrected(kernel(), inducing_variable=Z, data=(X, Y))
+    coordinate = KLCorrected(kernel(), inducing_variable=Z, e_step="coordinate", data=(X, Y))
     newton_run = _fixed_point_run(newton, 3, passes=4)
     coordinate_run = _fixed_point_run(coordinate, 50)
     fixed = newton_run[-1]
@@ -197,12 +197,16 @@ def test_newton_e_step_is_exact_in_one_step_for_gaussian_noise(rng):
     # log Zₙ is quadratic in the cavity mean for a Gaussian likelihood: one Newton step is exact.
     X = rng.uniform(-2, 2, size=(25, 1))
     Y = np.sin(2 * X) + 0.2 * rng.normal(size=X.shape)
-    model = KLCorrected((X, Y), _kernel(), gpflow.likelihoods.Gaussian(variance=0.1), beta=3.0)
+    model = KLCorrected(_kernel(), gpflow.likelihoods.Gaussian(variance=0.1), beta=3.0, data=(X, Y))
     (first,) = _fixed_point_run(model, 1, passes=2)  # a coordinate read, then one Newton step
     (second,) = _fixed_point_run(model, 1, passes=1)
     np.testing.assert_allclose(second, first, rtol=1e-12)
     coordinate = KLCorrected(
-        (X, Y), _kernel(), gpflow.likelihoods.Gaussian(variance=0.1), beta=3.0, e_step="coordinate"
+        _kernel(),
+        gpflow.likelihoods.Gaussian(variance=0.1),
+        beta=3.0,
+        e_step="coordinate",
+        data=(X, Y),
     )
     assert _fixed_point_run(coordinate, 1, passes=2)[0] < first - 1e-3 * abs(first)
 
@@ -243,7 +247,7 @@ def test_kl_corrected_bound_is_above_standard_and_equal_after_q_update(small_dat
 @pytest.mark.slow
 def test_bounds_and_yardstick_are_below_log_marginal_likelihood(rng, bound):
     X, Y = make_binary_data(rng, N=4)
-    model = KLCorrected((X, Y), _kernel(), bound=bound, beta=2.0)
+    model = KLCorrected(_kernel(), bound=bound, beta=2.0, data=(X, Y))
     fit(model, method="em", max_iter=15)
     beta = model.beta.numpy()
     K = model.kernel(X).numpy() + (1e-6 + 1.0 / beta) * np.eye(4)  # f = f̄ + ε
@@ -259,8 +263,8 @@ def test_gaussian_noise_objective_is_gpr_and_sgpr_on_pseudo_targets(rng):
     Y = np.sin(2 * X) + 0.2 * rng.normal(size=X.shape)
     likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
     Z = X[::4].copy()
-    full = KLCorrected((X, Y), _kernel(), likelihood, beta=3.0)
-    sparse = KLCorrected((X, Y), _kernel(), likelihood, inducing_variable=Z, beta=3.0)
+    full = KLCorrected(_kernel(), likelihood, beta=3.0, data=(X, Y))
+    sparse = KLCorrected(_kernel(), likelihood, inducing_variable=Z, beta=3.0, data=(X, Y))
     for model in (full, sparse):
         fit(model, max_iter=5)
         model.kernel.lengthscales.assign(0.6)  # anywhere, not only at the optimum
@@ -366,7 +370,7 @@ def test_bad_arguments_raise_clear_errors(small_data):
     with pytest.raises(IncompatibleLikelihoodError, match="ScalarLikelihood"):
         KLCorrected(small_data, _kernel(), gpflow.likelihoods.Softmax(3))
     with pytest.raises(InvalidDataError, match="binary labels"):
-        KLCorrected((X, Y + 1.0), _kernel())
+        KLCorrected(_kernel(), data=(X, Y + 1.0))
     model = KLCorrected(small_data, _kernel())
     with pytest.raises(ValueError, match=r"method must be one of \['em', 'persistent'\]"):
         fit(model, method="analytic")
@@ -379,8 +383,8 @@ def test_bad_arguments_raise_clear_errors(small_data):
 def test_signed_labels_give_the_same_model_and_inputs_are_not_modified(small_data):
     X, Y = small_data
     X_before, Y_signed = X.copy(), 2.0 * Y - 1.0
-    a = KLCorrected((X, Y), _kernel())
-    b = KLCorrected((X, Y_signed), _kernel())
+    a = KLCorrected(_kernel(), data=(X, Y))
+    b = KLCorrected(_kernel(), data=(X, Y_signed))
     np.testing.assert_allclose(a.kl_corrected_bound(), b.kl_corrected_bound(), rtol=1e-12)
     np.testing.assert_array_equal(X, X_before)
     np.testing.assert_array_equal(Y_signed, 2.0 * Y - 1.0)

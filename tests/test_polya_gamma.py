@@ -69,7 +69,11 @@ def test_full_batch_rho_one_reaches_vijj(binary_data, whiten):
     """Coordinate ascent (full batch, ρ = 1, fixed θ) converges to VIJJ's q(u), ξ = c and bound."""
     X, Y = binary_data
     Z = X[:12].copy()
-    vijj = fv.VIJJ(binary_data, gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]), Z)
+    vijj = fv.VIJJ(
+        gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]),
+        inducing_variable=Z,
+        data=binary_data,
+    )
     vijj.update_sites(400)
     model = make_pg(binary_data, whiten=whiten)
     gpflow.set_trainable(model.kernel, False)

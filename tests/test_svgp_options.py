@@ -46,6 +46,40 @@ def test_every_model_is_an_svgp_with_svgps_variables(model_class, data, rng):
     np.testing.assert_allclose(gpflow.models.SVGP.prior_kl(model), model.prior_kl(), rtol=1e-6)
 
 
+def test_the_model_layer_is_a_short_chain_on_svgp_with_no_metaclass_of_its_own(model_class):
+    """A model is its own class on at most three of the package's (the sites' protocol, the
+    closed-form steps, the constructor), then SVGP; the shared machinery is composed, not
+    inherited, and the metaclass is GPflow's."""
+    own = [c for c in model_class.__mro__ if c.__module__.startswith("gpflow_fastvi.")]
+    assert len(own) <= 4, [c.__name__ for c in own]
+    assert type(model_class) is type(gpflow.models.SVGP)
+
+
+@pytest.mark.parametrize("model_class", list(HOLDING), ids=lambda c: c.__name__)
+def test_the_data_first_spelling_builds_the_same_model_with_a_deprecation_warning(
+    model_class, data
+):
+    """``Model((X, Y), kernel, x)`` is the spelling before ``data=``: it still builds the model
+    that ``data=`` builds, x taken by what it is (the inducing inputs or the likelihood), and
+    says what to write instead."""
+    X, _ = data
+    Z = X[::5].copy()
+    likelihood = _likelihood(model_class)
+    for after_kernel, named in (
+        ((Z,), {"inducing_variable": Z}),
+        ((likelihood,), {"likelihood": likelihood}),
+        ((), {}),
+    ):
+        with pytest.warns(DeprecationWarning, match=r"data=\(X, Y\)"):
+            first = model_class(data, gpflow.kernels.SquaredExponential(), *after_kernel)
+        by_name = model_class(gpflow.kernels.SquaredExponential(), data=data, **named)
+        np.testing.assert_array_equal(first.inducing_variable.Z, by_name.inducing_variable.Z)
+        assert type(first.likelihood) is type(by_name.likelihood)
+        np.testing.assert_allclose(first.training_loss(), by_name.training_loss(), rtol=1e-10)
+    with pytest.raises(TypeError, match="both first and as data="):
+        model_class(data, gpflow.kernels.SquaredExponential(), Z, data=data)
+
+
 @pytest.mark.parametrize("whiten", [True, False])
 def test_q_mu_and_q_sqrt_start_q_where_svgp_would(model_class, data, rng, whiten):
     X, _ = data
@@ -78,7 +112,11 @@ def test_the_data_holding_form_takes_q_mu_and_q_sqrt_too(model_class, data, rng)
     Z = X[::5].copy()
     q_mu, q_sqrt = _random_q(rng, len(Z), 1)
     model = model_class(
-        data, gpflow.kernels.SquaredExponential(), inducing_variable=Z, q_mu=q_mu, q_sqrt=q_sqrt
+        gpflow.kernels.SquaredExponential(),
+        inducing_variable=Z,
+        q_mu=q_mu,
+        q_sqrt=q_sqrt,
+        data=data,
     )
     np.testing.assert_array_equal(model.q_mu.numpy(), q_mu)
 

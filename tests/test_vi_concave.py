@@ -74,7 +74,7 @@ def test_sparse_form_reaches_svgps_optimum_for_poisson_counts(counts):
 @pytest.mark.slow
 def test_full_form_reaches_vgps_optimum(rng):
     X, Y = make_binary_data(rng, N=100)
-    model = fv.VIConcave((X, Y), _kernel())
+    model = fv.VIConcave(_kernel(), data=(X, Y))
     assert model.inducing_variable.num_inducing == len(X)  # Z = X: the full GP
     elbos = _steps(model, None, 25)
     vgp = gpflow.models.VGP((X, Y), _kernel(), gpflow.likelihoods.Bernoulli(**LOGIT))
@@ -88,7 +88,7 @@ def test_the_papers_coordinate_wise_sweeps_reach_the_same_optimum(rng):
     """The paper's own algorithm (rank-one updates of V, Newton on m) and VIConcave's steps on
     the shared core find the same q(f) = N(m, V) of the full GP: the fixed point is the ELBO's."""
     X, Y = make_binary_data(rng, N=80)
-    model = fv.VIConcave((X, Y), _kernel())
+    model = fv.VIConcave(_kernel(), data=(X, Y))
     elbos = _steps(model, None, 40)
     K = model.kernel(X).numpy() + gpflow.config.default_jitter() * np.eye(len(X))
     reached = coordinate_ascent(K, 2.0 * Y.ravel() - 1.0)
@@ -149,7 +149,7 @@ def test_sites_touch_the_expected_log_likelihood(rng):
 @pytest.mark.slow
 def test_fit_trains_the_hyperparameters_on_the_elbo(rng):
     X, Y = make_binary_data(rng, N=150)
-    model = fv.VIConcave((X, Y), _kernel(), inducing_variable=X[::10].copy())
+    model = fv.VIConcave(_kernel(), inducing_variable=X[::10].copy(), data=(X, Y))
     before = float(model.elbo())
     trace = fv.fit(model)
     assert trace.converged
@@ -216,7 +216,7 @@ def test_steps_from_kept_sites_at_a_new_theta(rng):
     one = model.stepped_sites(1, (X, Y), site_parameters=kept)
     # one step: the optimal q(u) for the kept sites, their collapsed bound's optimum at this θ
     sites = model.site_rule(X, Y, *kept)
-    stats = fv.gaussian.statistics_from_projection(model.projection(X, model.Kmm_cholesky()), sites)
+    stats = fv.gaussian.statistics_from_projection(model.passes.projection(X, model.passes.Kmm_cholesky()), sites)
     target = fv.gaussian.site_target(stats, tf.ones((), tf.float64))
     m, R = fv.gaussian.q_from_natural(target)
     np.testing.assert_allclose(one.q_mu, m, rtol=1e-9, atol=1e-12)

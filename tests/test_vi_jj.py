@@ -15,7 +15,9 @@ from .references.quadrature import log_marginal_likelihood_by_quadrature
 def make_vijj(data, M=10, **kwargs):
     X, _ = data
     kernel = gpflow.kernels.SquaredExponential(variance=2.0, lengthscales=[1.0] * X.shape[1])
-    return fv.VIJJ(data, kernel, X[:: max(1, len(X) // M)][:M].copy(), **kwargs)
+    return fv.VIJJ(
+        kernel, inducing_variable=X[:: max(1, len(X) // M)][:M].copy(), **kwargs, data=data
+    )
 
 
 def logit_svgp_like(model):
@@ -39,7 +41,7 @@ def test_jj_bound_below_svgp_elbo_below_log_marginal_likelihood(train):
     X = np.array([[-1.0], [0.2], [1.5]])
     Y = np.array([[0.0], [1.0], [1.0]])
     kernel = gpflow.kernels.SquaredExponential(variance=1.5, lengthscales=0.9)
-    model = fv.VIJJ((X, Y), kernel, X.copy())
+    model = fv.VIJJ(kernel, inducing_variable=X.copy(), data=(X, Y))
     gpflow.set_trainable(model.kernel, False)
     if train:
         fv.fit(model, max_iter=20)
@@ -202,7 +204,7 @@ def test_labels_minus_one_plus_one_are_the_same_model(binary_data):
 
 def test_int_inducing_variable_places_kmeans_centres(binary_data):
     X, Y = binary_data
-    model = fv.VIJJ((X, Y), gpflow.kernels.Matern52(), 7)
+    model = fv.VIJJ(gpflow.kernels.Matern52(), inducing_variable=7, data=(X, Y))
     Z = model.inducing_variable.Z.numpy()
     assert Z.shape == (7, 2)
     np.testing.assert_allclose(Z, fv.kmeans_inducing_points(X, 7), rtol=1e-12)
@@ -212,7 +214,7 @@ def test_int_inducing_variable_places_kmeans_centres(binary_data):
 def test_float32_works(binary_data):
     X, Y = binary_data
     with gpflow.config.as_context(gpflow.config.Config(float=np.float32, jitter=1e-5)):
-        model = fv.VIJJ((X, Y), gpflow.kernels.SquaredExponential(), 8)
+        model = fv.VIJJ(gpflow.kernels.SquaredExponential(), inducing_variable=8, data=(X, Y))
         trace = fv.fit(model, max_iter=3)
         p, _ = model.predict_y(X.astype(np.float32))  # as in GPflow, inputs match the model's float
     assert model.q_mu.dtype == tf.float32 and p.dtype == tf.float32
@@ -251,34 +253,40 @@ def test_compiled_steps_do_not_retrace(binary_data):
 def test_bad_data_raises_a_clear_error(binary_data, mutate, match):
     X, Y = (a.copy() for a in binary_data)
     with pytest.raises(InvalidDataError, match=match):
-        fv.VIJJ(mutate(X, Y), gpflow.kernels.SquaredExponential(), 5)
+        fv.VIJJ(gpflow.kernels.SquaredExponential(), inducing_variable=5, data=mutate(X, Y))
 
 
 def test_probit_likelihood_is_refused_with_advice(binary_data):
     with pytest.raises(IncompatibleLikelihoodError, match="logit.*VITaylor"):
         fv.VIJJ(
-            binary_data,
             gpflow.kernels.SquaredExponential(),
-            5,
+            inducing_variable=5,
             likelihood=gpflow.likelihoods.Bernoulli(),
+            data=binary_data,
         )
     with pytest.raises(IncompatibleLikelihoodError, match="Gaussian"):
         fv.VIJJ(
-            binary_data,
             gpflow.kernels.SquaredExponential(),
-            5,
+            inducing_variable=5,
             likelihood=gpflow.likelihoods.Gaussian(),
+            data=binary_data,
         )
 
 
 def test_bad_inducing_inputs_raise(binary_data):
     X, _ = binary_data
     with pytest.raises(InvalidDataError, match="between 1 and the number of data points"):
-        fv.VIJJ(binary_data, gpflow.kernels.SquaredExponential(), len(X) + 1)
+        fv.VIJJ(gpflow.kernels.SquaredExponential(), inducing_variable=len(X) + 1, data=binary_data)
     with pytest.raises(InvalidDataError, match=r"shape \[M, D\] with D = 2"):
-        fv.VIJJ(binary_data, gpflow.kernels.SquaredExponential(), np.zeros((4, 3)))
+        fv.VIJJ(
+            gpflow.kernels.SquaredExponential(),
+            inducing_variable=np.zeros((4, 3)),
+            data=binary_data,
+        )
     with pytest.raises(ValueError, match="batch_size"):
-        fv.VIJJ(binary_data, gpflow.kernels.SquaredExponential(), 4, batch_size=0)
+        fv.VIJJ(
+            gpflow.kernels.SquaredExponential(), inducing_variable=4, batch_size=0, data=binary_data
+        )
 
 
 def test_caller_arrays_are_never_modified(binary_data):
@@ -286,7 +294,7 @@ def test_caller_arrays_are_never_modified(binary_data):
     Y_signed = 2 * Y - 1
     Z = X[:6].copy()
     copies = [X.copy(), Y_signed.copy(), Z.copy()]
-    model = fv.VIJJ((X, Y_signed), gpflow.kernels.SquaredExponential(), Z)
+    model = fv.VIJJ(gpflow.kernels.SquaredExponential(), inducing_variable=Z, data=(X, Y_signed))
     fv.fit(model, max_iter=3)
     model.predict_log_density((X, Y_signed))
     for original, copy in zip((X, Y_signed, Z), copies):
@@ -309,7 +317,11 @@ def test_elbo_stays_finite_where_gpflows_bernoulli_takes_log_zero(binary_data, m
     log σ: finite, equal to GPflow's wherever GPflow's is finite, and near exact quadrature.
     """
     X, Y = binary_data
-    wide = model_class((X, Y), gpflow.kernels.SquaredExponential(variance=2000.0), X[:10].copy())
+    wide = model_class(
+        gpflow.kernels.SquaredExponential(variance=2000.0),
+        inducing_variable=X[:10].copy(),
+        data=(X, Y),
+    )
     Fmu, Fvar = wide.predict_f(X)
     gpflow_sum = tf.reduce_sum(wide.likelihood.variational_expectations(X, Fmu, Fvar, Y))
     assert np.isneginf(gpflow_sum.numpy())

@@ -87,7 +87,9 @@ def test_logit_sites_are_finite_and_exact_where_gpflows_bernoulli_underflows():
     """
     X = np.array([[0.0], [1.0], [2.0], [3.0]])
     Y = np.array([[0.0], [1.0], [0.0], [1.0]])
-    model = fv.VITaylor((X, Y), gpflow.kernels.SquaredExponential(), X.copy())
+    model = fv.VITaylor(
+        gpflow.kernels.SquaredExponential(), inducing_variable=X.copy(), data=(X, Y)
+    )
     xi = tf.constant([[40.0], [-60.0], [-3.0], [50.0]], dtype=tf.float64)
     sites = model.site_rule(*model.data, xi)
     y, x = np.array([[-1.0], [1.0], [-1.0], [1.0]]), xi.numpy()
@@ -146,7 +148,11 @@ def test_the_taylor_objective_never_exceeds_log_p_y_ceiling(rng):
     """
     X = rng.uniform(-2.0, 2.0, (200, 1))
     Y = (X > 0).astype(float)
-    model = fv.VITaylor((X, Y), gpflow.kernels.SquaredExponential(variance=1e6), X[::10].copy())
+    model = fv.VITaylor(
+        gpflow.kernels.SquaredExponential(variance=1e6),
+        inducing_variable=X[::10].copy(),
+        data=(X, Y),
+    )
     model.q_mu.assign(-30.0 * np.sign(X[::10]))  # whitened: every mean far on the wrong side
     objective = float(model.objective())
     assert objective <= 0.0
@@ -165,9 +171,12 @@ def test_gaussian_likelihood_gives_sgpr_exactly(rng, with_mean):
         return gpflow.mean_functions.Constant(0.7) if with_mean else None
 
     model = fv.VITaylor(
-        (X, Y), gpflow.kernels.Matern32(), Z,
-        likelihood=gpflow.likelihoods.Gaussian(variance=0.2), mean_function=mean(),
-    )  # fmt: skip
+        gpflow.kernels.Matern32(),
+        inducing_variable=Z,
+        likelihood=gpflow.likelihoods.Gaussian(variance=0.2),
+        mean_function=mean(),
+        data=(X, Y),
+    )
     sgpr = gpflow.models.SGPR(
         (X, Y), gpflow.kernels.Matern32(), Z, mean_function=mean(), noise_variance=0.2
     )
@@ -186,9 +195,11 @@ def test_gaussian_likelihood_with_z_equal_x_gives_gpr(rng):
     Y = np.cos(X) + 0.1 * rng.standard_normal((30, 1))
     with gpflow.config.as_context(gpflow.config.Config(float=np.float64, jitter=1e-12)):
         model = fv.VITaylor(
-            (X, Y), gpflow.kernels.SquaredExponential(), X.copy(),
+            gpflow.kernels.SquaredExponential(),
+            inducing_variable=X.copy(),
             likelihood=gpflow.likelihoods.Gaussian(0.05),
-        )  # fmt: skip
+            data=(X, Y),
+        )
         bound = model.training_loss()
     gpr = gpflow.models.GPR((X, Y), gpflow.kernels.SquaredExponential(), noise_variance=0.05)
     np.testing.assert_allclose(-bound, gpr.log_marginal_likelihood(), rtol=1e-8)
@@ -196,7 +207,11 @@ def test_gaussian_likelihood_with_z_equal_x_gives_gpr(rng):
 
 @pytest.mark.slow
 def test_logit_expansion_points_converge_to_the_posterior_mean(binary_data):
-    model = fv.VITaylor(binary_data, gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]), 12)
+    model = fv.VITaylor(
+        gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]),
+        inducing_variable=12,
+        data=binary_data,
+    )
     gpflow.set_trainable(model.kernel, False)
     model.update_sites(100)
     X, _ = model.data
@@ -218,7 +233,10 @@ def test_poisson_counts_match_svgp(rng):
     Y_test = rng.poisson(np.exp(1.0 + np.sin(X_test) + 0.3 * X_test / 10.0)).astype(float)
     Z = np.linspace(0.0, 10.0, 20)[:, None]
     model = fv.VITaylor(
-        (X, Y), gpflow.kernels.SquaredExponential(), Z, likelihood=gpflow.likelihoods.Poisson()
+        gpflow.kernels.SquaredExponential(),
+        inducing_variable=Z,
+        likelihood=gpflow.likelihoods.Poisson(),
+        data=(X, Y),
     )
     trace = fv.fit(model)
     assert trace.converged
@@ -237,12 +255,19 @@ def test_bad_likelihoods_methods_and_targets_raise(binary_data, rng):
     X, Y = binary_data
     kernel = gpflow.kernels.SquaredExponential()
     with pytest.raises(fv.IncompatibleLikelihoodError, match="ScalarLikelihood"):
-        fv.VITaylor(binary_data, kernel, 5, likelihood=gpflow.likelihoods.MultiClass(3))
+        fv.VITaylor(
+            kernel,
+            inducing_variable=5,
+            likelihood=gpflow.likelihoods.MultiClass(3),
+            data=binary_data,
+        )
     with pytest.raises(fv.InvalidDataError, match="non-negative integer counts"):
-        fv.VITaylor((X, Y - 0.5), kernel, 5, likelihood=gpflow.likelihoods.Poisson())
+        fv.VITaylor(
+            kernel, inducing_variable=5, likelihood=gpflow.likelihoods.Poisson(), data=(X, Y - 0.5)
+        )
     with pytest.raises(fv.InvalidDataError, match="binary labels"):
-        fv.VITaylor((X, Y * 3.0), kernel, 5)
-    model = fv.VITaylor(binary_data, kernel, 5)
+        fv.VITaylor(kernel, inducing_variable=5, data=(X, Y * 3.0))
+    model = fv.VITaylor(kernel, inducing_variable=5, data=binary_data)
     with pytest.raises(ValueError, match=r"method must be one of \['analytic', 'persistent'\]"):
         fv.fit(model, method="full")
     assert {id(v) for v in model.trainable_variables} == {
@@ -259,10 +284,10 @@ def test_banana_accuracy_matches_vijj_and_svgp(banana_split, link):
     )
     Z = fv.kmeans_inducing_points(X_train, 50, seed=0)
     model = fv.VITaylor(
-        (X_train, Y_train),
         gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]),
-        Z,
+        inducing_variable=Z,
         likelihood=likelihood,
+        data=(X_train, Y_train),
     )
     trace = fv.fit(model)
     assert trace.converged

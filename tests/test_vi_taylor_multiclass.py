@@ -80,8 +80,8 @@ def test_the_fixed_point_at_fixed_hyperparameters_is_the_posterior_mode(rng):
     for _ in range(60):
         model.update_sites(1, data=data)
     X, Y = (tf.constant(t) for t in data)
-    L = model.Kmm_cholesky()
-    A = model.projection(X, L).A
+    L = model.passes.Kmm_cholesky()
+    A = model.passes.projection(X, L).A
     v = tf.Variable(model.q_mu.numpy())  # whitened, [M, C]
     log_density = softmax_log_density(Y[:, 0].numpy().astype(int))
     with tf.GradientTape() as tape:

@@ -1,9 +1,10 @@
 """The models: thin classes that own the parameters and wire a site rule to the shared algebra."""
 
 from .base import GaussianSitesModel
+from .closed_form import ClosedFormSiteModel
 from .kl_corrected import KLCorrected
 from .polya_gamma import PolyaGammaSVGP
-from .protocol import ClosedFormSiteModel, SiteModel
+from .site_model import SiteModel
 from .vi_concave import VIConcave
 from .vi_jj import VIJJ
 from .vi_taylor import VITaylor

@@ -1,7 +1,7 @@
 """
 :class:`GaussianSitesModel`: the base class of the models whose sites have a closed-form step —
-its constructor (SVGP's signature, or the data first as SGPR takes them) and GPflow's training
-interface (``training_loss``, its closure, ``elbo``, ``posterior``).
+its constructor (SVGP's signature, with the data optionally held as SGPR holds them) and GPflow's
+training interface (``training_loss``, its closure, ``elbo``, ``prior_kl``, ``posterior``).
 
 **State.** Like :class:`gpflow.models.SVGP`, a model is its hyperparameters θ and q(u) =
 N(``q_mu``, ``q_sqrt`` ``q_sqrt``ᵀ), nothing else: the sites' local parameters (ξ, the expansion
@@ -9,25 +9,43 @@ points, the tilted q(fₙ)) are a function of q(u) and are recomputed, point by 
 pass over the data (:mod:`~gpflow_fastvi.models.closed_form`). A model therefore needs no memory
 proportional to the number of points, and the data can come with each call.
 
-The class is assembled from one module per job, each a layer on the one before:
+**The classes of a model**, each with one job (a model's own class adds its site rule):
 
 =============================================  ================================================
-module                                         job
+class                                          job
 =============================================  ================================================
-:mod:`~gpflow_fastvi.models.protocol`          the protocols, and the host's declared attributes
-:mod:`~gpflow_fastvi.models.passes`            checks of a call's data, Kmm's factor, the
-                                               projection, the one sum over the data, devices
-:mod:`~gpflow_fastvi.models.q_frame`           where q(u) was set; what a step may store
-:mod:`~gpflow_fastvi.models.predictions`       predictions; moving the inducing inputs
-:mod:`~gpflow_fastvi.models.natural_step`      the natural-gradient step on a batch
-:mod:`~gpflow_fastvi.models.closed_form`       the closed-form steps and the collapsed bound
-:mod:`~gpflow_fastvi.models.data_form`         the data-first form; the data of a call
-this module                                    the constructor; GPflow's training interface
+:class:`gpflow.models.SVGP`                    the variables, ``posterior``, the closure contract
+:class:`~.site_model.SiteModel`                the sites' protocol, the natural-gradient step,
+                                               predictions; composed of ``passes`` (data,
+                                               Kmm's factor, devices) and ``q_frame``
+:class:`~.closed_form.ClosedFormSiteModel`     the closed-form steps and the collapsed bound
+:class:`GaussianSitesModel` (this module)      the constructor; GPflow's training interface
 =============================================  ================================================
+
+**What each model's ``training_loss`` is** on all the data (−objective − log prior density), and
+whether it changes q(u):
+
+====================  =========================================================  ===============
+model                 objective after the evaluation's own steps on q(u)         sets q(u)?
+====================  =========================================================  ===============
+``VIJJ``              collapsed Jaakkola–Jordan bound, three site steps          yes, unless the
+``VITaylor``          collapsed Taylor approximation, three site steps           loss is higher
+``KLCorrected``       KL-corrected bound, three E-steps                          than the stored
+``VIConcave``         SVGP's ELBO (for ``Softmax``, with log Σ exp bounded),     q(u)'s
+                      three ascent steps
+``PolyaGammaSVGP``    Pólya-Gamma ELBO, three natural-gradient steps of size 1
+``KLCorrected``       with ``bound="standard"``: the standard bound at the q(u)   yes, always
+                      of one E-step
+====================  =========================================================  ===============
+
+On a mini-batch (fewer rows than ``num_data``) every model takes one natural-gradient step on q(u)
+and returns the batch's estimate of the sites' ELBO at the new q(u) (:mod:`.natural_step`).
+``elbo`` changes nothing: it is SVGP's ELBO at the stored q(u) (:class:`~gpflow_fastvi.PolyaGammaSVGP`'s
+is its Pólya-Gamma ELBO, and SVGP's own is its ``yardstick_elbo``).
 """
 
 import abc
-from typing import Any, Callable, ClassVar, Optional, Tuple
+from typing import Any, Callable, Optional
 
 import gpflow
 import tensorflow as tf
@@ -42,11 +60,13 @@ from ..likelihoods import one_hot_classes
 from ..model_checks import (
     check_latent_functions,
     check_svgp_options,
+    data_first_arguments,
     is_logit_bernoulli,
+    resolve_inducing_variable,
     svgp_initial_q,
     svgp_num_latent_gps,
 )
-from ..types import Route
+from ..types import Data, Route
 from ..validation import (
     check_data,
     check_num_data,
@@ -54,8 +74,7 @@ from ..validation import (
     signed_labels,
     targets_for_likelihood,
 )
-from .data_form import DataFirstForm, DataHoldingForm
-from .protocol import Data
+from .closed_form import ClosedFormSiteModel
 from .step_sizes import FULL_DATA_STEPS
 
 
@@ -100,10 +119,10 @@ PERSISTENT_ROUTE = Route(
 )
 """The persistent route (:mod:`gpflow_fastvi.training.persistent`), the same for every model whose
 sites have a closed-form step and whose objective is that of
-:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSteps.stepped_sites`."""
+:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel.stepped_sites`."""
 
 
-class GaussianSitesModel(DataHoldingForm, SVGP, metaclass=DataFirstForm):
+class GaussianSitesModel(ClosedFormSiteModel):
     r"""
     Base class of sparse GP models whose likelihood is replaced by Gaussian sites
     aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2 with a closed-form step: a :class:`gpflow.models.SVGP` (SVGP's
@@ -122,10 +141,11 @@ class GaussianSitesModel(DataHoldingForm, SVGP, metaclass=DataFirstForm):
     **Two ways to build one.** SVGP's signature, ``Model(kernel, likelihood, Z, num_data=N)``,
     then every data-taking method is called with the data: ``training_loss((X, Y))``,
     ``training_loss_closure((X, Y))``, ``elbo((X, Y))``, ``fit(model, (X, Y))``, and GPflow's
-    ``gpflow.models.training_loss_closure(model, (X, Y))`` passes it the data. Or the
-    SGPR-like form with the data first, ``Model((X, Y), kernel, ...)`` (or ``data=(X, Y)``), in
-    which the model holds the data, the methods are called without it, and the inducing inputs
-    may be an int M (k-means centres of X) or ``None`` (Z = X, the full GP).
+    ``gpflow.models.training_loss_closure(model, (X, Y))`` passes it the data. Or, as
+    :class:`gpflow.models.SGPR` does, the model holds its data, ``Model(kernel, likelihood, Z,
+    data=(X, Y))``: the methods are then called without it, and the inducing inputs may be an
+    int M (k-means centres of X) or ``None`` (Z = X, the full GP). The data-first spelling
+    ``Model((X, Y), kernel, ...)`` still builds that model, with a :class:`DeprecationWarning`.
 
     **State.** The kernel and mean-function hyperparameters θ, and ``q_mu`` and ``q_sqrt``, which
     hold q(u) exactly as in :class:`gpflow.models.SVGP` (whitened when ``whiten=True``). The
@@ -137,32 +157,23 @@ class GaussianSitesModel(DataHoldingForm, SVGP, metaclass=DataFirstForm):
 
     ============================================  ===============================================
     must write                                    :meth:`checked_likelihood`,
-                                                  :meth:`~ClosedFormSteps.optimal_site_parameters`,
-                                                  :meth:`~ClosedFormSteps.site_rule`,
+                                                  ``optimal_site_parameters``, ``site_rule``,
                                                   ``training_routes``, ``default_route``,
                                                   ``objective_is_bound``
-    may override                                  :meth:`~ClosedFormSteps.step_rule` (the sites
-                                                  a step goes through), :meth:`objective`,
-                                                  :meth:`~ClosedFormSteps.closed_form_steps` (a
-                                                  step that is not the collapsed one),
-                                                  :meth:`expected_log_likelihood` and
-                                                  :meth:`~SitePredictions.predict_f_at` (a latent
-                                                  function other than f),
-                                                  :meth:`~SiteModel.default_method`
-    may call                                      every public method of the layers (module
-                                                  docstring), e.g.
-                                                  :meth:`~ClosedFormSteps.pass_statistics`,
-                                                  :meth:`~ClosedFormSteps.site_statistics`,
-                                                  :meth:`~ClosedFormSteps.steps_in_memory`,
-                                                  :meth:`~DataPasses.sum_over_data`
+    may override                                  ``step_rule`` (the sites a step goes
+                                                  through), ``objective``,
+                                                  ``closed_form_steps`` (a step that is not
+                                                  the collapsed one),
+                                                  ``expected_log_likelihood`` and
+                                                  ``predict_f_at`` (a latent function other
+                                                  than f), ``default_method``
+    may call                                      every public method of the classes and parts
+                                                  (module docstring), e.g.
+                                                  ``pass_statistics``, ``site_statistics``,
+                                                  ``steps_in_memory``,
+                                                  ``passes.sum_over_data``
     ============================================  ===============================================
-
-    The protocols of :class:`~gpflow_fastvi.models.protocol.SiteModel` and
-    :class:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel` follow from them.
     """
-
-    data_first_positional: ClassVar[Tuple[str, ...]] = ("kernel", "inducing_variable")
-    """The names of the positional arguments after the data in the data-first form."""
 
     def __init__(
         self,
@@ -203,7 +214,9 @@ class GaussianSitesModel(DataHoldingForm, SVGP, metaclass=DataFirstForm):
             mini-batch (:meth:`training_loss`). ``None`` (the default) takes every call's data to
             be all of it.
         :param data: ``(X, Y)`` with X [N, D] and Y [N, 1] for the SGPR-like form, in which the
-            model holds its data. Copied; the caller's arrays are untouched.
+            model holds its data. Copied; the caller's arrays are untouched. (Given first, in
+            the place of the kernel, it is taken as ``data=``, with a
+            :class:`DeprecationWarning`.)
         :param train_inducing: whether training moves the inducing inputs with the
             hyperparameters. ``None`` (the default) does what :class:`gpflow.models.SVGP` does:
             inducing inputs given as an array or an int M are trained; a GPflow inducing variable
@@ -212,10 +225,13 @@ class GaussianSitesModel(DataHoldingForm, SVGP, metaclass=DataFirstForm):
         :param batch_size: accumulate the site statistics over batches of this many points, so that
             memory is O(batch_size · M) instead of O(N · M); ``None`` processes all points at once.
         """
+        name = type(self).__name__
+        kernel, likelihood, inducing_variable, data = data_first_arguments(
+            name, kernel, likelihood, inducing_variable, data
+        )
         if not isinstance(kernel, gpflow.kernels.Kernel):
             raise TypeError(
-                f"{type(self).__name__} takes a GPflow kernel first (SVGP's signature), or the data "
-                f"(X, Y) first (the data-holding form); got {type(kernel).__name__}."
+                f"{name} takes a GPflow kernel first, as SVGP does; got {type(kernel).__name__}."
             )
         likelihood = self.checked_likelihood(likelihood)
         check_svgp_options(type(self).__name__, kernel, inducing_variable, q_diag)
@@ -234,7 +250,7 @@ class GaussianSitesModel(DataHoldingForm, SVGP, metaclass=DataFirstForm):
             inducing_variable, gpflow.inducing_variables.InducingVariables
         )
         full = X is not None and inducing_variable is None
-        inducing_variable = self.resolve_inducing_variable(inducing_variable, X, kmeans_seed)
+        inducing_variable = resolve_inducing_variable(name, inducing_variable, X, kmeans_seed)
         # q(u) starts where SVGP's would and is set in closed form from then on.
         initial_mu, initial_sqrt = svgp_initial_q(
             q_mu, q_sqrt, int(inducing_variable.num_inducing), latent
@@ -264,11 +280,10 @@ class GaussianSitesModel(DataHoldingForm, SVGP, metaclass=DataFirstForm):
             full=full,
         )
         self.batch_size = batch_size
-        self.set_up_step_state()
+        self.attach_parts()
 
     # ----------------------------------------------------------------------------------------------
-    # What a subclass provides besides its site rule
-    # (:class:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel`).
+    # What a subclass provides besides its site rule.
 
     @classmethod
     @abc.abstractmethod
@@ -309,7 +324,7 @@ class GaussianSitesModel(DataHoldingForm, SVGP, metaclass=DataFirstForm):
 
         Where no jitter can factorise Kmm (a line search's extreme trial point) the loss is
         +inf with a zero gradient, and q(u) is left as it was: L-BFGS-B then shortens its step
-        (:meth:`~gpflow_fastvi.models.q_frame.QStorage.loss_or_inf`). Where the passes' gradient
+        (:meth:`~gpflow_fastvi.models.passes.DataPasses.loss_or_inf`). Where the passes' gradient
         recomputes them batch by batch (a ``tf.data.Dataset``, a ``batch_size``, the replicas of
         a strategy) such a call raises instead: that gradient reads the model's variables
         again, and TensorFlow cannot build it inside the ``tf.cond`` that gives +inf once the
@@ -318,27 +333,28 @@ class GaussianSitesModel(DataHoldingForm, SVGP, metaclass=DataFirstForm):
         On a mini-batch (fewer rows than ``num_data``) the step is instead a natural-gradient step
         of size ρ = min(1, b / 10,000) on q(u) towards the batch's closed-form optimum, and the
         loss is the batch's estimate of the sites' ELBO at the new q(u)
-        (:meth:`~gpflow_fastvi.models.natural_step.NaturalGradientStep.mini_batch_loss_step`), so that an Adam
+        (:func:`~gpflow_fastvi.models.natural_step.mini_batch_loss_step`), so that an Adam
         loop over ``training_loss_closure(iter(dataset))`` trains the hyperparameters while q(u)
         follows by the method's own step.
         """
-        data = self.training_data(data)
-        if self.is_mini_batch_call(data):
+        data = self.passes.training_data(data)
+        if self.passes.is_mini_batch(data):
             return self.mini_batch_loss_step(data)
 
         def loss() -> tf.Tensor:
             stepped = self.closed_form_steps(data, FULL_DATA_STEPS)
-            return self.adopt_unless_worse(
+            return self.q_frame.adopt_unless_worse(
                 -(stepped.objective + self.log_prior_density()), lambda: self.adopt(stepped)
             )
 
         if not self.projects_all_at_once(data):
             return loss()  # differentiable under tf.function, where no tf.cond wraps it
-        return self.where_factorisable(loss)
+        return self.passes.where_factorisable(loss)
 
     def closure_data(self, data: Any) -> Data:
-        """The data a closure over all of them works on: :meth:`training_data`."""
-        return self.training_data(data)
+        """The data a closure over all of them works on, checked once
+        (:meth:`~gpflow_fastvi.models.passes.DataPasses.training_data`)."""
+        return self.passes.training_data(data)
 
     # ----------------------------------------------------------------------------------------------
     # The SVGP yardstick and predictions, exactly as in gpflow.models.SVGP.
@@ -363,9 +379,9 @@ class GaussianSitesModel(DataHoldingForm, SVGP, metaclass=DataFirstForm):
         KL[q(u) ‖ p(u)], the sum scaled by ``num_data`` / rows for a mini-batch: :meth:`elbo`
         with the likelihood's expectation, or a model's bound with a bound on it.
         """
-        data = self.training_data(data)
-        var_exp = self.sum_over_data(expected_log_likelihood, data, (), self.batch_size)
-        scale = 1.0 if isinstance(data, tf.data.Dataset) else self.data_scale(data[0])
+        data = self.passes.training_data(data)
+        var_exp = self.passes.sum_over_data(expected_log_likelihood, data, (), self.batch_size)
+        scale = 1.0 if isinstance(data, tf.data.Dataset) else self.passes.data_scale(data[0])
         return scale * var_exp - self.prior_kl()
 
     def prior_kl(self) -> tf.Tensor:
@@ -373,7 +389,7 @@ class GaussianSitesModel(DataHoldingForm, SVGP, metaclass=DataFirstForm):
         KL[q(u) ‖ p(u)] at the model's q(u), the term :meth:`elbo` subtracts (SVGP's name for
         it), with the factor of Kmm that training uses.
         """
-        return kl_to_prior(self.whitened(self.q_mu, self.q_sqrt, self.Kmm_cholesky()))
+        return kl_to_prior(self.whitened(self.q_mu, self.q_sqrt, self.passes.Kmm_cholesky()))
 
     def yardstick_elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """The SVGP yardstick, :meth:`elbo`."""

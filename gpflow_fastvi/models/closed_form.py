@@ -1,25 +1,27 @@
 """
-:class:`ClosedFormSteps`: the closed-form site step of the models with one, written once.
+:class:`ClosedFormSiteModel`: the closed-form site step of the models with one, written once.
 
 **One pass.** For each point: the marginal q(fₙ) of the current q(u), the local parameters that
 are optimal for it, the site, and its contribution to the statistics Σ aₙ, A W Aᵀ and A b; then
 the optimal q(u) for those sites in closed form. That is a closed-form site step
-(:meth:`ClosedFormSteps.update_sites`), and the objective of the sites it read is the collapsed
+(:meth:`ClosedFormSiteModel.update_sites`), and the objective of the sites it read is the collapsed
 bound of the same statistics (:mod:`gpflow_fastvi.gaussian`).
 
 **What a subclass may override or call.** A model writes its site rule
-(:meth:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel.optimal_site_parameters`,
-:meth:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel.site_rule`, optionally
-:meth:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel.step_rule`). A model whose step is not
-the collapsed one (:class:`~gpflow_fastvi.VIConcave`) overrides :meth:`ClosedFormSteps.closed_form_steps`,
-which :meth:`~ClosedFormSteps.stepped_sites`, :meth:`~ClosedFormSteps.update_sites` and the
-full-data ``training_loss`` call, and builds it from the pieces of a pass:
-:meth:`~ClosedFormSteps.steps_in_memory`, :meth:`~ClosedFormSteps.pass_statistics`,
-:meth:`~ClosedFormSteps.site_statistics` and
-:meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_data`.
+(:meth:`~ClosedFormSiteModel.optimal_site_parameters`, :meth:`~ClosedFormSiteModel.site_rule`,
+optionally :meth:`~ClosedFormSiteModel.step_rule`). A model whose step is not the collapsed one
+(:class:`~gpflow_fastvi.VIConcave`) overrides :meth:`~ClosedFormSiteModel.closed_form_steps`,
+which :meth:`~ClosedFormSiteModel.stepped_sites`, :meth:`~ClosedFormSiteModel.update_sites` and
+the full-data ``training_loss`` call, and builds it from the pieces of a pass:
+:meth:`~ClosedFormSiteModel.steps_in_memory`, :meth:`~ClosedFormSiteModel.pass_statistics`,
+:meth:`~ClosedFormSiteModel.site_statistics` and
+:meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_data`. The persistent and alternating
+drivers (:mod:`gpflow_fastvi.training`) serve these models; the SVI driver serves every
+:class:`~gpflow_fastvi.models.site_model.SiteModel`.
 """
 
-from typing import Any, Callable, Optional, Tuple
+import abc
+from typing import Any, Callable, ClassVar, Optional, Tuple
 
 import tensorflow as tf
 from gpflow.base import RegressionData
@@ -39,17 +41,55 @@ from ..gaussian import (
     statistics_from_projection,
     stored_q,
 )
-from ..types import Sites, SiteStatistics, SteppedSites
+from ..types import Data, SiteParameters, Sites, SiteStatistics, SteppedSites
 from ..validation import positive_int
-from .natural_step import NaturalGradientStep
-from .protocol import ClosedFormSiteModel, Data, SiteParameters
+from .site_model import SiteModel
 
 
-class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
+class ClosedFormSiteModel(SiteModel):
     """
-    The closed-form steps, the collapsed bound and the held sites of
-    :class:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel`, for any site rule.
+    What the models with a closed-form site step add to :class:`SiteModel`: the site rule a
+    subclass writes, and the closed-form steps, the collapsed bound and the held sites, written
+    once for any site rule.
     """
+
+    steps_from_site_parameters: ClassVar[bool] = True
+    """Whether :meth:`stepped_sites` can start from given local site parameters, which a training
+    loop then keeps between evaluations (the persistent route, in memory); ``False`` for a model
+    whose step starts from q(u) itself (:class:`~gpflow_fastvi.VIConcave`, whose step is measured
+    against the ELBO of the q(u) it leaves)."""
+
+    # ----------------------------------------------------------------------------------------------
+    # The site rule, which a subclass writes.
+
+    @abc.abstractmethod
+    def optimal_site_parameters(
+        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
+    ) -> SiteParameters:
+        """The local site parameters that are optimal for q(f) = N(Fmu, Fvar) at the points X."""
+
+    @abc.abstractmethod
+    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
+        """Sites (a, b, w) on f at inputs X with targets Y for the given local parameters."""
+
+    def step_rule(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
+        """
+        The sites whose optimal q(u) a closed-form step goes through when further steps follow
+        it. By default the model's own sites (:meth:`site_rule`): the step is then coordinate
+        ascent, as for VIJJ's ξ and VITaylor's expansion points. A model may step through other
+        sites with the same fixed point (:class:`~gpflow_fastvi.KLCorrected`'s Newton E-step).
+        """
+        return self.site_rule(X, Y, *site_parameters)
+
+    def local_sites(self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Sites:
+        """The site rule at the local parameters that are optimal for q(f) = N(Fmu, Fvar)."""
+        return self.site_rule(X, Y, *self.optimal_site_parameters(X, Y, Fmu, Fvar))
+
+    @abc.abstractmethod
+    def expected_log_density(
+        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
+    ) -> tf.Tensor:
+        """E_{N(fᵢ | Fmu, Fvar)}[log p(yᵢ | fᵢ)] [N], as :meth:`yardstick_elbo` sums it."""
 
     batch_size: Optional[int]
     """Accumulate the site statistics over batches of this many points; ``None``: all at once."""
@@ -66,7 +106,7 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         return (
             self.batch_size is None
             and not isinstance(data, tf.data.Dataset)
-            and self.pass_strategy() is None
+            and self.passes.pass_strategy() is None
         )
 
     def arrays_of(self, data: Data, what: str) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -138,24 +178,26 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         :param projection: A and diag K̃ of all the data when the caller has them already
             (without batches, where it saves the projection, the dearest part of a pass).
         """
-        stored = self.stored_q_at_frame() if q is None else None
+        stored = self.q_frame.stored_q() if q is None else None
 
         def batch_statistics(
             X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, *q: tf.Tensor
         ) -> SiteStatistics:
-            batch_projection = projection if projection is not None else self.projection(X, L)
+            batch_projection = (
+                projection if projection is not None else self.passes.projection(X, L)
+            )
             if q:
                 params = self.read_site_parameters(X, Y, batch_projection, *q)
             else:
                 assert stored is not None  # read above, as q is not given
-                Fmu, Fvar = self.stored_marginals(X, stored, batch_projection)
+                Fmu, Fvar = self.q_frame.stored_marginals(X, stored, batch_projection)
                 params = tuple(
                     tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar)
                 )
             return self.site_statistics(X, Y, batch_projection, rule, params)
 
         shared = (L,) if q is None else (L, *(tf.stop_gradient(t) for t in q))
-        return self.sum_over_data(batch_statistics, data, shared, self.batch_size)
+        return self.passes.sum_over_data(batch_statistics, data, shared, self.batch_size)
 
     def steps_in_memory(self, data: Data, site_parameters: Optional[SiteParameters]) -> bool:
         """
@@ -180,9 +222,9 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         :meth:`site_rule`, whose statistics give the objective and the new q(u).
         """
         num_updates = positive_int(num_updates, "num_updates")
-        L = self.Kmm_cholesky()
+        L = self.passes.Kmm_cholesky()
         in_memory = self.steps_in_memory(data, site_parameters)
-        projection = self.projection(data[0], L) if in_memory else None
+        projection = self.passes.projection(data[0], L) if in_memory else None
         q: Optional[WhitenedQ] = None  # the first pass reads the stored q(u)
         for step in range(num_updates):
             last = step == num_updates - 1
@@ -209,7 +251,7 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
             if not self.objective_is_bound:
                 # fit's watch needs the SVGP ELBO of the q(u) it adopts: its marginals are here.
                 expected = tf.reduce_sum(self.expected_log_density(X, Y, Fmu, Fvar))
-                yardstick = self.data_scale(X) * expected - kl_to_prior(q)
+                yardstick = self.passes.data_scale(X) * expected - kl_to_prior(q)
         return SteppedSites(
             objective=collapsed_bound(stats, factors).total,
             q_mu=tf.stop_gradient(q_mu),
@@ -243,11 +285,11 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
             second projection of the data. Then the result also carries the local parameters read off its own q(u), where the
             next step starts. Data as arrays and ``batch_size=None`` only.
         """
-        return self.closed_form_steps(self.training_data(data), num_updates, site_parameters)
+        return self.closed_form_steps(self.passes.training_data(data), num_updates, site_parameters)
 
     def adopt(self, stepped: SteppedSites) -> None:
         """Make the q(u) of :meth:`stepped_sites` the model's own."""
-        self.store_q(stepped.q_mu, stepped.q_sqrt)
+        self.q_frame.store(stepped.q_mu, stepped.q_sqrt)
 
     def update_sites(
         self, num_updates: int = 1, *, data: Optional[RegressionData] = None
@@ -261,7 +303,7 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         and KLCorrected's Newton E-step, the steps are Newton steps and the objective need not
         rise at each of them. Hyperparameters are left alone.
         """
-        stepped = self.closed_form_steps(self.training_data(data), num_updates)
+        stepped = self.closed_form_steps(self.passes.training_data(data), num_updates)
         self.adopt(stepped)
         return stepped.objective
 
@@ -274,12 +316,12 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         what the paper's alternating schemes hold fixed while L-BFGS-B moves θ
         (:func:`~gpflow_fastvi.training.alternating_plan`). Memory O(N).
         """
-        X, Y = self.arrays_of(self.training_data(data), "site_parameters")
-        L = self.Kmm_cholesky()
-        stored = self.stored_q_at_frame()
+        X, Y = self.arrays_of(self.passes.training_data(data), "site_parameters")
+        L = self.passes.Kmm_cholesky()
+        stored = self.q_frame.stored_q()
 
         def batch_parameters(X: tf.Tensor, Y: tf.Tensor) -> SiteParameters:
-            Fmu, Fvar = self.stored_marginals(X, stored, self.projection(X, L))
+            Fmu, Fvar = self.q_frame.stored_marginals(X, stored, self.passes.projection(X, L))
             return tuple(self.optimal_site_parameters(X, Y, Fmu, Fvar))
 
         params = map_over_batches(batch_parameters, (X, Y), self.batch_size)
@@ -292,9 +334,13 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
 
         def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
             *params, L = rest
-            return self.site_statistics(X, Y, self.projection(X, L), self.site_rule, tuple(params))
+            return self.site_statistics(
+                X, Y, self.passes.projection(X, L), self.site_rule, tuple(params)
+            )
 
-        return self.sum_over_data(batch_statistics, (X, Y, *site_parameters), (L,), self.batch_size)
+        return self.passes.sum_over_data(
+            batch_statistics, (X, Y, *site_parameters), (L,), self.batch_size
+        )
 
     def collapsed_bound(
         self,
@@ -305,8 +351,8 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         The collapsed bound (:mod:`gpflow_fastvi.gaussian.collapsed`) as its named terms, of the
         sites with the given local parameters, or of the sites read off the stored q(u).
         """
-        data = self.training_data(data)
-        L = self.Kmm_cholesky()
+        data = self.passes.training_data(data)
+        L = self.passes.Kmm_cholesky()
         if site_parameters is None:
             stats = self.pass_statistics(data, L, self.site_rule)
         else:
@@ -326,12 +372,12 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         """
         if site_parameters is None:
             return self.update_sites(1, data=data)
-        X, Y = self.arrays_of(self.training_data(data), "site_parameters")
-        L = self.Kmm_cholesky()
+        X, Y = self.arrays_of(self.passes.training_data(data), "site_parameters")
+        L = self.passes.Kmm_cholesky()
         stats = self.fixed_site_statistics(X, Y, L, site_parameters)
         factors = collapsed_factors(stats)
         q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
-        self.store_q(tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt))
+        self.q_frame.store(tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt))
         return collapsed_bound(stats, factors).total
 
     def objective(
@@ -355,13 +401,13 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
         with the sites' local parameters given or read off q(u). It equals the collapsed bound
         of the same sites when q(u) is optimal for them and is below it everywhere else.
         """
-        data = self.training_data(data)
-        L = self.Kmm_cholesky()
+        data = self.passes.training_data(data)
+        L = self.passes.Kmm_cholesky()
         q = self.whitened(self.q_mu, self.q_sqrt, L)
 
         def batch_expectation(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> tf.Tensor:
             *params, L, m, R = rest
-            A, Ktilde_diag, *_ = self.projection(X, L)
+            A, Ktilde_diag, *_ = self.passes.projection(X, L)
             Gmu, Fvar = marginals(A, Ktilde_diag, WhitenedQ(m, R))
             Fmu = Gmu + self.mean_function(X)
             if not params:
@@ -371,8 +417,12 @@ class ClosedFormSteps(NaturalGradientStep, ClosedFormSiteModel):
             return tf.reduce_sum(expected_sites(self.site_rule(X, Y, *params), Fmu, Fvar))
 
         if site_parameters is None:
-            expectation = self.sum_over_data(batch_expectation, data, (L, *q), self.batch_size)
+            expectation = self.passes.sum_over_data(
+                batch_expectation, data, (L, *q), self.batch_size
+            )
         else:
             tensors = (*self.arrays_of(data, "site_parameters"), *site_parameters)
-            expectation = self.sum_over_data(batch_expectation, tensors, (L, *q), self.batch_size)
+            expectation = self.passes.sum_over_data(
+                batch_expectation, tensors, (L, *q), self.batch_size
+            )
         return expectation - kl_to_prior(q)

@@ -9,7 +9,7 @@ from gpflow.base import MeanAndVariance, Parameter, RegressionData
 from gpflow.utilities import positive
 
 from ..inducing import InducingSpec
-from ..model_checks import check_log_concave, check_scalar_likelihood
+from ..model_checks import check_log_concave, check_scalar_likelihood, data_first_arguments
 from ..sites.ppa import (
     LogNormaliser,
     local_terms,
@@ -129,8 +129,6 @@ class KLCorrected(GaussianSitesModel):
     num_gauss_hermite_points: int = 20
     """Nodes of GPflow's Gauss–Hermite rule for the expectation over q(f̄ₙ) in :meth:`elbo`."""
 
-    data_first_positional = ("kernel", "likelihood")
-
     def __init__(
         self,
         kernel: gpflow.kernels.Kernel,
@@ -173,6 +171,9 @@ class KLCorrected(GaussianSitesModel):
         :param whiten: store q(f̄(Z)) whitened by chol(Kmm), SVGP's default; ``False`` for the
             paper's M-step, which holds q(f̄(Z)) itself fixed (see the class docstring).
         """
+        kernel, likelihood, inducing_variable, data = data_first_arguments(
+            type(self).__name__, kernel, likelihood, inducing_variable, data
+        )
         if inducing_variable is None and (train_inducing or batch_size is not None):
             raise ValueError(
                 "train_inducing and batch_size need inducing points: the full form "
@@ -378,7 +379,7 @@ class KLCorrected(GaussianSitesModel):
         site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
     ) -> SteppedSites:
         """
-        :meth:`~gpflow_fastvi.models.closed_form.ClosedFormSteps.stepped_sites`:
+        :meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel.stepped_sites`:
         E-steps and the KL-corrected bound after them. Refused for ``bound="standard"``, whose
         M-step holds q(f̄) fixed and has no such collapsed form.
         """
@@ -400,7 +401,7 @@ class KLCorrected(GaussianSitesModel):
         """
         if self.bound != "standard":
             return super().training_loss(data)
-        data = self.training_data(data)
+        data = self.passes.training_data(data)
         self.update_sites(1, data=data)
         return -(self.standard_bound(data) + self.log_prior_density())
 

@@ -1,10 +1,15 @@
 """
-:class:`NaturalGradientStep`: the stochastic variational step every model shares — on a batch,
-the sites read off q(u), their statistics summed, and q(u) moved by ρ towards the batch's
-closed-form optimum in natural parameters (:mod:`gpflow_fastvi.gaussian.natural`) — with the
-batch's estimate of the sites' ELBO, from the same projection of the batch.
+The stochastic variational step every model shares (:meth:`SiteModel.natural_gradient_step
+<gpflow_fastvi.models.site_model.SiteModel.natural_gradient_step>`): on a batch, the sites read
+off q(u), their statistics summed, and q(u) moved by ρ towards the batch's closed-form optimum in
+natural parameters (:mod:`gpflow_fastvi.gaussian.natural`), with the batch's estimate of the
+sites' ELBO from the same projection of the batch. Written once, as functions of the model, for
+any number L of latent functions (``num_latent_gps``): one factor L = chol(Kmm) and one projection
+A = L⁻¹Kmn per pass, shared by the latent functions; each has its own q(u_l), its own column of
+sites and its own step, all taken as one batch.
 """
 
+import functools
 from typing import Any, Optional, Tuple
 
 import tensorflow as tf
@@ -23,171 +28,171 @@ from ..gaussian import (
     summed_expected_sites,
 )
 from ..types import SiteStatistics
-from .predictions import SitePredictions
 from .step_sizes import LOSS_AVERAGED_POINTS, mini_batch_step_size
 
 
-class NaturalGradientStep(SitePredictions):
+def batch_sites_elbo(
+    model: Any,
+    X: tf.Tensor,
+    Y: tf.Tensor,
+    L: tf.Tensor,
+    q_mu: tf.Tensor,
+    q_sqrt: tf.Tensor,
+    projection: Optional[Projection] = None,
+) -> tf.Tensor:
     """
-    The natural-gradient step of :class:`~gpflow_fastvi.models.protocol.SiteModel` and the
-    batch ELBO it returns, written once for every model and for any number L of latent functions
-    (``num_latent_gps``; one for every binary or scalar likelihood, C for C classes): one factor
-    L = chol(Kmm) and one projection A = L⁻¹Kmn per pass, shared by the latent functions; each has
-    its own q(u_l), its own column of sites and its own step, all taken as one batch.
+    The ELBO of the sites at q(u) = (``q_mu``, ``q_sqrt``) estimated from the batch (X, Y):
+    data_scale · Σᵢ Σ_l E_q[a_il + b_il f_il − w_il f_il²/2] − Σ_l KL, with each site's local
+    parameters optimal for the marginals (:func:`~gpflow_fastvi.gaussian.natural.sites_elbo`).
+    The sum is taken by
+    :meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_projected_rows` (the batch's
+    ``projection`` by L = chol(Kmm) saves projecting it again, where one device makes the
+    pass).
     """
+    q = model.whitened(q_mu, q_sqrt, L)
+    total = model.passes.sum_over_projected_rows(
+        functools.partial(rows_expected_sites, model), X, Y, L, q, projection
+    )
+    return sites_elbo(total, q, model.passes.data_scale(X))
 
-    def batch_sites_elbo(
-        self,
-        X: tf.Tensor,
-        Y: tf.Tensor,
-        L: tf.Tensor,
-        q_mu: tf.Tensor,
-        q_sqrt: tf.Tensor,
-        projection: Optional[Projection] = None,
-    ) -> tf.Tensor:
-        """
-        The ELBO of the sites at q(u) = (``q_mu``, ``q_sqrt``) estimated from the batch (X, Y):
-        data_scale · Σᵢ Σ_l E_q[a_il + b_il f_il − w_il f_il²/2] − Σ_l KL, with each site's local
-        parameters optimal for the marginals (:func:`~gpflow_fastvi.gaussian.natural.sites_elbo`).
-        The sum is taken by
-        :meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_projected_rows` (the batch's
-        ``projection`` by L = chol(Kmm) saves projecting it again, where one device makes the
-        pass).
-        """
-        q = self.whitened(q_mu, q_sqrt, L)
-        total = self.sum_over_projected_rows(self.rows_expected_sites, X, Y, L, q, projection)
-        return sites_elbo(total, q, self.data_scale(X))
 
-    def rows_expected_sites(
-        self, X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
-    ) -> tf.Tensor:
-        """Σᵢ Σ_l E_q[a_il + b_il f_il − w_il f_il²/2] over the rows (X, Y) with the given
-        ``projection``, for q(v) given as its tensors (m, R): the sum over points of
-        :meth:`batch_sites_elbo`."""
-        return summed_expected_sites(
-            projection,
-            self.mean_function(X),
-            WhitenedQ(*q),
-            lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
-        )
+def rows_expected_sites(
+    model: Any, X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
+) -> tf.Tensor:
+    """Σᵢ Σ_l E_q[a_il + b_il f_il − w_il f_il²/2] over the rows (X, Y) with the given
+    ``projection``, for q(v) given as its tensors (m, R): the sum over points of
+    :func:`batch_sites_elbo`."""
+    return summed_expected_sites(
+        projection,
+        model.mean_function(X),
+        WhitenedQ(*q),
+        lambda Fmu, Fvar: model.local_sites(X, Y, Fmu, Fvar),
+    )
 
-    def rows_step_statistics(
-        self, X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
-    ) -> SiteStatistics:
-        """The statistics of the sites read off q(v), given as its tensors (m, R), at the rows
-        (X, Y) with the given ``projection``: the sum over points of
-        :meth:`natural_gradient_parameters`. Held fixed: no gradient."""
-        stats = step_statistics(
-            tf.nest.map_structure(tf.stop_gradient, projection),
-            tf.stop_gradient(self.mean_function(X)),
-            WhitenedQ(*q),
-            lambda Fmu, Fvar: self.local_sites(X, Y, Fmu, Fvar),
-        )
-        return tf.nest.map_structure(tf.stop_gradient, stats)
 
-    # ----------------------------------------------------------------------------------------------
-    # The step.
+def rows_step_statistics(
+    model: Any, X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
+) -> SiteStatistics:
+    """The statistics of the sites read off q(v), given as its tensors (m, R), at the rows
+    (X, Y) with the given ``projection``: the sum over points of
+    :func:`stepped_natural_parameters`. Held fixed: no gradient."""
+    stats = step_statistics(
+        tf.nest.map_structure(tf.stop_gradient, projection),
+        tf.stop_gradient(model.mean_function(X)),
+        WhitenedQ(*q),
+        lambda Fmu, Fvar: model.local_sites(X, Y, Fmu, Fvar),
+    )
+    return tf.nest.map_structure(tf.stop_gradient, stats)
 
-    def natural_gradient_parameters(
-        self,
-        X: tf.Tensor,
-        Y: tf.Tensor,
-        L: tf.Tensor,
-        q_mu: tf.Tensor,
-        q_sqrt: tf.Tensor,
-        rho: Any,
-        projection: Optional[Projection] = None,
-    ) -> NaturalParameters:
-        """
-        The natural parameters of q(v) (whitened by L = chol(Kmm)) after a natural-gradient step of size ``rho`` from q(u) = (``q_mu``, ``q_sqrt``) on the
-        batch (X, Y): the sites' local parameters are set for the given q(u)
-        (:meth:`local_sites`), their statistics summed by
-        :meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_projected_rows` (from the batch's
-        ``projection`` when given), and each q(v_l) moves towards the batch's closed-form optimum
-        scaled by :meth:`data_scale`
-        (:func:`~gpflow_fastvi.gaussian.natural.natural_gradient_parameters`). Held fixed: no
-        gradient.
-        """
-        L = tf.stop_gradient(L)
-        q = tf.nest.map_structure(tf.stop_gradient, self.whitened(q_mu, q_sqrt, L))
-        stats = self.sum_over_projected_rows(self.rows_step_statistics, X, Y, L, q, projection)
-        rho = tf.convert_to_tensor(rho, dtype=L.dtype)
-        natural = natural_gradient_parameters(q, stats, self.data_scale(X), rho)
-        return tf.nest.map_structure(tf.stop_gradient, natural)
 
-    def stored_q_from_natural(
-        self, natural: NaturalParameters, L: tf.Tensor
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """
-        ``(q_mu [M, L], q_sqrt [L, M, M])`` in the stored frame (through L = chol(Kmm)) for the
-        q(v) with natural parameters ``natural``. Held fixed: no gradient, in either frame.
-        """
-        L = tf.stop_gradient(L)
-        return stored_q(q_from_natural(natural), L, self.whiten)
+# ----------------------------------------------------------------------------------------------
+# The step.
 
-    def natural_gradient_step(self, data: RegressionData, rho: tf.Tensor) -> tf.Tensor:
-        """
-        One stochastic variational step on the batch ``data`` = (X, Y): q(u) takes the
-        natural-gradient step of size ``rho`` of :meth:`natural_gradient_parameters`, and
-        ``q_mu``/``q_sqrt`` are assigned once.
 
-        Returns the batch's estimate of the sites' ELBO at the new q(u) (:meth:`batch_sites_elbo`),
-        differentiable in the hyperparameters and computed from the same projection of the batch,
-        so that a caller can take its hyperparameter step at no extra cost (as
-        :class:`~gpflow_fastvi.NaturalGradientSVI` does). With the full batch and ρ = 1 the step
-        lands on the closed-form optimum from any start. Under a strategy
-        (:meth:`pass_strategy`) the replicas share the batch, each projecting its rows once.
-        """
-        X, Y = data
-        L = self.Kmm_cholesky()
-        strategy = self.pass_strategy()
-        if strategy is not None:
-            return self._natural_gradient_step_on_replicas(X, Y, L, rho, strategy)
-        projection = self.projection(X, L)  # once, for both sums
-        q_mu, q_sqrt = self.q_mu, self.q_sqrt
-        natural = self.natural_gradient_parameters(X, Y, L, q_mu, q_sqrt, rho, projection)
-        q_mu, q_sqrt = self.stored_q_from_natural(natural, L)
-        self.store_q(q_mu, q_sqrt)
-        return self.batch_sites_elbo(X, Y, L, q_mu, q_sqrt, projection)
+def stepped_natural_parameters(
+    model: Any,
+    X: tf.Tensor,
+    Y: tf.Tensor,
+    L: tf.Tensor,
+    q_mu: tf.Tensor,
+    q_sqrt: tf.Tensor,
+    rho: Any,
+    projection: Optional[Projection] = None,
+) -> NaturalParameters:
+    """
+    The natural parameters of q(v) (whitened by L = chol(Kmm)) after a natural-gradient step
+    of size ``rho`` from q(u) = (``q_mu``, ``q_sqrt``) on the batch (X, Y): the sites' local parameters are set for the given q(u)
+    (the model's ``local_sites``), their statistics summed by
+    :meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_projected_rows` (from the batch's
+    ``projection`` when given), and each q(v_l) moves towards the batch's closed-form optimum
+    scaled by :meth:`~gpflow_fastvi.models.passes.DataPasses.data_scale`
+    (:func:`~gpflow_fastvi.gaussian.natural.natural_gradient_parameters`). Held fixed: no
+    gradient.
+    """
+    L = tf.stop_gradient(L)
+    q = tf.nest.map_structure(tf.stop_gradient, model.whitened(q_mu, q_sqrt, L))
+    stats = model.passes.sum_over_projected_rows(
+        functools.partial(rows_step_statistics, model), X, Y, L, q, projection
+    )
+    rho = tf.convert_to_tensor(rho, dtype=L.dtype)
+    natural = natural_gradient_parameters(q, stats, model.passes.data_scale(X), rho)
+    return tf.nest.map_structure(tf.stop_gradient, natural)
 
-    def _natural_gradient_step_on_replicas(
-        self, X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, rho: Any, strategy: tf.distribute.Strategy
-    ) -> tf.Tensor:
-        """
-        :meth:`natural_gradient_step` with the batch shared among the replicas of ``strategy``,
-        each projecting its rows once: it sums its rows' step statistics, all-reduces them (the
-        target), forms the new q(u) from them as every replica does, and sums its rows' expected
-        sites at the new q(u) with their gradient; those are all-reduced together
-        (:func:`~gpflow_fastvi.distribution.sum_and_gradient_over_replicas`).
-        """
-        q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
-        q = tf.nest.map_structure(tf.stop_gradient, self.whitened(q_mu, q_sqrt, L))
-        scale = self.data_scale(X)  # of the whole batch, not of a replica's share
-        rho = tf.convert_to_tensor(rho, dtype=L.dtype)
 
-        def replica_step(X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor) -> Tuple[tf.Tensor, Any]:
-            projection = self.projection(X, L)
-            stats = self.rows_step_statistics(X, Y, projection, *q)
-            stats = tf.distribute.get_replica_context().all_reduce(
-                tf.distribute.ReduceOp.SUM, stats
-            )
-            natural = natural_gradient_parameters(q, stats, scale, rho)
-            new_q = self.stored_q_from_natural(natural, L)  # held fixed
-            return self.rows_expected_sites(X, Y, projection, *self.whitened(*new_q, L)), new_q
+def stored_q_from_natural(
+    model: Any, natural: NaturalParameters, L: tf.Tensor
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """
+    ``(q_mu [M, L], q_sqrt [L, M, M])`` in the stored frame (through L = chol(Kmm)) for the
+    q(v) with natural parameters ``natural``. Held fixed: no gradient, in either frame.
+    """
+    L = tf.stop_gradient(L)
+    return stored_q(q_from_natural(natural), L, model.whiten)
 
-        # The new q(u) comes back from the replicas, which formed it: no second factorisation.
-        expected, (q_mu, q_sqrt) = sum_and_gradient_over_replicas(
-            replica_step, (X, Y), strategy, (L,), self.trainable_variables
-        )
-        self.store_q(q_mu, q_sqrt)
-        return sites_elbo(expected, self.whitened(q_mu, q_sqrt, L), scale)
 
-    def mini_batch_loss_step(self, data: RegressionData) -> tf.Tensor:
-        """
-        The step of a mini-batch ``training_loss``: :meth:`natural_gradient_step` on the batch
-        with ρ = min(1, b / :data:`~gpflow_fastvi.models.step_sizes.LOSS_AVERAGED_POINTS`); returns −(the batch's estimate of the
-        sites' ELBO at the new q(u) + the log prior density of the parameters).
-        """
-        X, _ = data
-        rho = mini_batch_step_size(tf.shape(X)[0], LOSS_AVERAGED_POINTS)
-        return -(self.natural_gradient_step(data, rho) + self.log_prior_density())
+def natural_gradient_step(model: Any, data: RegressionData, rho: Any) -> tf.Tensor:
+    """
+    One stochastic variational step on the batch ``data`` = (X, Y): q(u) takes the
+    natural-gradient step of size ``rho`` of :func:`stepped_natural_parameters`, and
+    ``q_mu``/``q_sqrt`` are assigned once.
+
+    Returns the batch's estimate of the sites' ELBO at the new q(u) (:func:`batch_sites_elbo`),
+    differentiable in the hyperparameters and computed from the same projection of the batch,
+    so that a caller can take its hyperparameter step at no extra cost (as
+    :class:`~gpflow_fastvi.NaturalGradientSVI` does). With the full batch and ρ = 1 the step
+    lands on the closed-form optimum from any start. Under a strategy
+    (:meth:`~gpflow_fastvi.models.passes.DataPasses.pass_strategy`) the replicas share the batch, each projecting its rows once.
+    """
+    X, Y = data
+    L = model.passes.Kmm_cholesky()
+    strategy = model.passes.pass_strategy()
+    if strategy is not None:
+        return _natural_gradient_step_on_replicas(model, X, Y, L, rho, strategy)
+    projection = model.passes.projection(X, L)  # once, for both sums
+    q_mu, q_sqrt = model.q_mu, model.q_sqrt
+    natural = stepped_natural_parameters(model, X, Y, L, q_mu, q_sqrt, rho, projection)
+    q_mu, q_sqrt = stored_q_from_natural(model, natural, L)
+    model.q_frame.store(q_mu, q_sqrt)
+    return batch_sites_elbo(model, X, Y, L, q_mu, q_sqrt, projection)
+
+
+def _natural_gradient_step_on_replicas(
+    model: Any, X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, rho: Any, strategy: tf.distribute.Strategy
+) -> tf.Tensor:
+    """
+    :func:`natural_gradient_step` with the batch shared among the replicas of ``strategy``,
+    each projecting its rows once: it sums its rows' step statistics, all-reduces them (the
+    target), forms the new q(u) from them as every replica does, and sums its rows' expected
+    sites at the new q(u) with their gradient; those are all-reduced together
+    (:func:`~gpflow_fastvi.distribution.sum_and_gradient_over_replicas`).
+    """
+    q_mu, q_sqrt = tf.convert_to_tensor(model.q_mu), tf.convert_to_tensor(model.q_sqrt)
+    q = tf.nest.map_structure(tf.stop_gradient, model.whitened(q_mu, q_sqrt, L))
+    scale = model.passes.data_scale(X)  # of the whole batch, not of a replica's share
+    rho = tf.convert_to_tensor(rho, dtype=L.dtype)
+
+    def replica_step(X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor) -> Tuple[tf.Tensor, Any]:
+        projection = model.passes.projection(X, L)
+        stats = rows_step_statistics(model, X, Y, projection, *q)
+        stats = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, stats)
+        natural = natural_gradient_parameters(q, stats, scale, rho)
+        new_q = stored_q_from_natural(model, natural, L)  # held fixed
+        return rows_expected_sites(model, X, Y, projection, *model.whitened(*new_q, L)), new_q
+
+    # The new q(u) comes back from the replicas, which formed it: no second factorisation.
+    expected, (q_mu, q_sqrt) = sum_and_gradient_over_replicas(
+        replica_step, (X, Y), strategy, (L,), model.trainable_variables
+    )
+    model.q_frame.store(q_mu, q_sqrt)
+    return sites_elbo(expected, model.whitened(q_mu, q_sqrt, L), scale)
+
+
+def mini_batch_loss_step(model: Any, data: RegressionData) -> tf.Tensor:
+    """
+    The step of a mini-batch ``training_loss``: :func:`natural_gradient_step` on the batch
+    with ρ = min(1, b / :data:`~gpflow_fastvi.models.step_sizes.LOSS_AVERAGED_POINTS`); returns −(the batch's estimate of the
+    sites' ELBO at the new q(u) + the log prior density of the parameters).
+    """
+    X, _ = data
+    rho = mini_batch_step_size(tf.shape(X)[0], LOSS_AVERAGED_POINTS)
+    return -(natural_gradient_step(model, data, rho) + model.log_prior_density())

@@ -1,14 +1,16 @@
 """
-:class:`DataPasses`: how every model meets its data — the checks at a call's boundary, the factor
-L = chol(Kmm) and the projection A = L⁻¹Kmn, the scale of a mini-batch, and the one sum over the
-data, on one device, in batches, streamed, or shared among the replicas of a ``tf.distribute``
-strategy (:mod:`gpflow_fastvi.distribution`).
+:class:`DataPasses`: how a model meets its data, one part of every model (``model.passes``): the
+data of a call (given and checked, or held by the model), the factor L = chol(Kmm) and the
+projection A = L⁻¹Kmn, the scale of a mini-batch, and the one sum over the data, on one device, in
+batches, streamed, or shared among the replicas of a ``tf.distribute`` strategy
+(:mod:`gpflow_fastvi.distribution`).
 """
 
 import contextlib
 from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
 
 import gpflow
+import numpy as np
 import tensorflow as tf
 
 from ..distribution import StrategyRef, in_replica, strategy_in_scope, sum_over_replicas
@@ -21,19 +23,88 @@ from ..gaussian import (
     sum_over_dataset,
     whitened_projection,
 )
-from ..stream_validation import in_graph_check
-from ..validation import check_data, check_input_columns, is_symbolic, targets_for_likelihood
-from .protocol import Data, SiteModel
+from ..model_checks import looks_like_data
+from ..stream_validation import (
+    ZERO_ONE,
+    checked_stream,
+    in_graph_check,
+    static_cardinality,
+)
+from ..types import Data
+from ..validation import (
+    check_data,
+    check_input_columns,
+    describe_container,
+    is_symbolic,
+    targets_for_likelihood,
+)
 
 
-class DataPasses(SiteModel):
-    """The part of :class:`~gpflow_fastvi.models.protocol.SiteModel` that passes over data."""
+class DataPasses:
+    """
+    The passes of one model over its data. A plain object, not a :class:`tf.Module`: it holds no
+    variables, only the model it serves and the ``tf.distribute`` strategy its passes are shared
+    by, so checkpoints and ``print_summary`` see exactly SVGP's variables.
+    """
 
-    _built_in_strategy = StrategyRef(None)  # set by a constructor called in a scope
-    _strategy_for_now = StrategyRef(None)  # set by distributed_by
+    def __init__(self, model: Any):
+        self.model = model
+        """The model whose kernel, inducing variable, likelihood and ``num_data`` the passes use."""
+        self.built_in_strategy = StrategyRef(strategy_in_scope())
+        """The strategy whose scope the model was built in, if any."""
+        self.strategy_for_now = StrategyRef(None)
+        """The strategy of an enclosing :meth:`distributed_by`, if any."""
 
     # ----------------------------------------------------------------------------------------------
-    # The data boundary of a call: concrete data checked as the constructors check it.
+    # The data of a call: given and checked as the constructors check them, or held by the model.
+
+    def training_data(self, data: Any = None) -> Data:
+        """
+        The data a call works on: ``data`` = ``(X, Y)`` as tensors, checked and its targets
+        converted to the likelihood's convention as at construction (symbolic tensors, inside a
+        compiled function, are taken as they are); a ``tf.data.Dataset`` of ``(X [b, D], Y [b, 1])``
+        batches, whose element structure is checked and which every pass streams once; or the
+        data the model holds when ``data`` is ``None``.
+        """
+        name = type(self.model).__name__
+        if data is None:
+            held = getattr(self.model, "data", None)
+            if held is None:
+                raise ValueError(
+                    f"This {name} was built without data: pass it to the call, e.g. "
+                    f"training_loss((X, Y)) or fit(model, (X, Y)), or build the model with it, "
+                    f"{name}(kernel, likelihood, Z, data=(X, Y))."
+                )
+            return held
+        if isinstance(data, tf.data.Dataset):
+            return self.checked_pass_stream(data)
+        if not looks_like_data(data):
+            error = InvalidDataError if isinstance(data, (tuple, list)) else TypeError
+            raise error(
+                "data must be a tuple (X, Y) with X [N, D] and Y [N, 1], or a tf.data.Dataset of "
+                f"such batches; got {describe_container(data)}."
+            )
+        return self.checked_training_data(data)
+
+    def checked_pass_stream(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """
+        A dataset that every pass of this model reads to its end, checked as it streams
+        (:func:`~gpflow_fastvi.stream_validation.checked_stream`: finite values, Bernoulli
+        labels in {0, 1}, the batch named; an endless stream of unknown length cut after
+        ``num_data`` rows). One that repeats without end is refused here: a pass over it would
+        never end.
+        """
+        model = self.model
+        if static_cardinality(dataset) == tf.data.INFINITE_CARDINALITY:
+            raise InvalidDataError(
+                f"The dataset repeats without end, and every pass of {type(model).__name__} reads "
+                "all the data: pass a finite dataset (without .repeat(), or with "
+                ".take(number_of_batches)). For mini-batch training of an endless stream use "
+                "PolyaGammaSVGP, or NaturalGradientSVI in a loop of your own."
+            )
+        binary = isinstance(model.likelihood, gpflow.likelihoods.Bernoulli)
+        num_data = None if model.num_data is None else int(model.num_data)
+        return checked_stream(dataset, ZERO_ONE if binary else (), num_data)
 
     def checked_data(self, data: Any) -> Tuple[tf.Tensor, tf.Tensor]:
         """
@@ -45,8 +116,8 @@ class DataPasses(SiteModel):
         if is_symbolic(X) or is_symbolic(Y):
             return tf.convert_to_tensor(X), tf.convert_to_tensor(Y)
         X, Y = check_data((X, Y))
-        Y = targets_for_likelihood(self.likelihood, Y)
-        check_input_columns(X, self.inducing_variable, "the inputs X")
+        Y = targets_for_likelihood(self.model.likelihood, Y)
+        check_input_columns(X, self.model.inducing_variable, "the inputs X")
         return tf.constant(X), tf.constant(Y)
 
     def checked_training_data(self, data: Any) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -56,7 +127,7 @@ class DataPasses(SiteModel):
         points, which may be more, are checked by :meth:`checked_data` alone.
         """
         X, Y = self.checked_data(data)
-        num_data = self.num_data
+        num_data = self.model.num_data
         rows = X.shape[0]
         if num_data is not None and rows is not None and rows > num_data:
             raise InvalidDataError(
@@ -66,15 +137,16 @@ class DataPasses(SiteModel):
             )
         return X, Y
 
-    def is_mini_batch(self, X: tf.Tensor) -> bool:
+    def is_mini_batch(self, data: Data) -> bool:
         """
-        Whether the inputs X of a call are a mini-batch: fewer rows than ``num_data``, or a
-        number of rows known only when it runs (a compiled step over an iterator's batches).
+        Whether a call's data are a mini-batch: fewer rows than ``num_data``, or a number of rows
+        known only when it runs (a compiled step over an iterator's batches). A dataset is all
+        the data, streamed.
         """
-        if self.num_data is None:
+        if self.model.num_data is None or isinstance(data, tf.data.Dataset):
             return False
-        rows = X.shape[0]
-        return rows is None or rows < self.num_data
+        rows = data[0].shape[0]
+        return rows is None or rows < self.model.num_data
 
     def data_scale(self, X: Any) -> tf.Tensor:
         """
@@ -83,24 +155,56 @@ class DataPasses(SiteModel):
         ``num_data`` in the pass, :meth:`sum_over_data`).
         """
         dtype = gpflow.config.default_float()
-        if self.num_data is None or isinstance(X, tf.data.Dataset):
+        num_data = self.model.num_data
+        if num_data is None or isinstance(X, tf.data.Dataset):
             return tf.constant(1.0, dtype=dtype)
-        return tf.cast(self.num_data, dtype) / tf.cast(tf.shape(X)[0], dtype)
+        return tf.cast(num_data, dtype) / tf.cast(tf.shape(X)[0], dtype)
 
     # ----------------------------------------------------------------------------------------------
     # The factor of Kmm and the projection, the same for training and prediction.
 
     def Kmm_cholesky(self) -> tf.Tensor:
         """L = chol(Kmm + jitter), with jitter that escalates if needed."""
-        return kmm_cholesky(self.kernel, self.inducing_variable)
+        return kmm_cholesky(self.model.kernel, self.model.inducing_variable)
 
     def Kmm_is_factorisable(self) -> tf.Tensor:
         """Whether :meth:`Kmm_cholesky` succeeds at the current hyperparameters (a boolean tensor)."""
-        return is_factorisable(gpflow.covariances.Kuu(self.inducing_variable, self.kernel))
+        model = self.model
+        return is_factorisable(gpflow.covariances.Kuu(model.inducing_variable, model.kernel))
 
     def projection(self, X: tf.Tensor, L: tf.Tensor) -> Projection:
         """A = L⁻¹ Kmn and diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ of the points X (:func:`whitened_projection`)."""
-        return whitened_projection(self.kernel, self.inducing_variable, X, L)
+        return whitened_projection(self.model.kernel, self.model.inducing_variable, X, L)
+
+    # ----------------------------------------------------------------------------------------------
+    # A loss where a step can be taken, +inf where it cannot.
+
+    def loss_or_inf(self, ok: tf.Tensor, loss: Callable[[], tf.Tensor]) -> tf.Tensor:
+        """
+        ``loss()`` where the boolean tensor ``ok`` holds, else +inf with a zero gradient, without
+        evaluating it (nothing it would store is stored): what a full-data ``training_loss``
+        returns at a trial point where its step cannot be taken, so that L-BFGS-B backtracks.
+        Not NaN, which :class:`gpflow.models.SVGP`'s loss is there: SciPy's L-BFGS-B may accept
+        a NaN trial point and, its gradient being zero, report convergence at it.
+
+        When a strategy's replicas share the passes (:meth:`pass_strategy`), ``loss()`` is
+        evaluated as it is, and fails where it cannot be taken: TensorFlow cannot differentiate
+        a ``tf.cond`` around them (the gradient of the branch captures the replicas' variables
+        from outside the function). :func:`~gpflow_fastvi.fit` takes such a failure at a trial
+        point as an infinite loss too.
+        """
+        if self.pass_strategy() is not None:
+            return loss()
+        inf = tf.constant(np.inf, dtype=gpflow.config.default_float())
+        return tf.cond(ok, loss, lambda: inf)
+
+    def where_factorisable(self, loss: Callable[[], tf.Tensor]) -> tf.Tensor:
+        """
+        ``loss()`` where Kmm can be factorised; else +inf with nothing stored
+        (:meth:`loss_or_inf`). A line search's extreme trial point (a lengthscale of 10⁻¹⁵) then
+        makes L-BFGS-B shorten its step, and an Adam step there has a zero gradient.
+        """
+        return self.loss_or_inf(self.Kmm_is_factorisable(), loss)
 
     # ----------------------------------------------------------------------------------------------
     # Sums over the data, on one device or many.
@@ -119,7 +223,7 @@ class DataPasses(SiteModel):
         reach ``shared`` and the trainable variables either way. The rows of a stream are counted
         in the same pass and checked against ``num_data`` (:meth:`_sum_over_counted_stream`).
         """
-        if isinstance(data, tf.data.Dataset) and self.num_data is not None:
+        if isinstance(data, tf.data.Dataset) and self.model.num_data is not None:
             return self._sum_over_counted_stream(fn, data, shared)
         return self._sum_on_devices(fn, data, shared, batch_size)
 
@@ -134,7 +238,7 @@ class DataPasses(SiteModel):
         strategy = self.pass_strategy()
         if strategy is not None:
             return sum_over_replicas(
-                fn, data, strategy, shared, self.trainable_variables, batch_size
+                fn, data, strategy, shared, self.model.trainable_variables, batch_size
             )
         if isinstance(data, tf.data.Dataset):
             return sum_over_dataset(fn, data, shared)
@@ -156,7 +260,7 @@ class DataPasses(SiteModel):
             return fn(X, Y, *rest), tf.cast(tf.shape(X)[0], dtype)
 
         total, rows = self._sum_on_devices(counted, dataset, shared)
-        num_data = tf.cast(self.num_data, dtype)
+        num_data = tf.cast(self.model.num_data, dtype)
         check = in_graph_check(
             tf.abs(rows - num_data) < 0.5,
             "The dataset yielded",
@@ -206,15 +310,10 @@ class DataPasses(SiteModel):
         in_scope = strategy_in_scope()
         if in_scope is not None:
             return in_scope
-        for ref in (self._strategy_for_now, self._built_in_strategy):
+        for ref in (self.strategy_for_now, self.built_in_strategy):
             if ref.strategy is not None:
                 return ref.strategy
         return None
-
-    def remember_built_in_strategy(self) -> None:
-        """Record the strategy whose scope the model is being built in, if any
-        (:attr:`distribute_strategy`); each constructor calls it once."""
-        self._built_in_strategy = StrategyRef(strategy_in_scope())
 
     @contextlib.contextmanager
     def distributed_by(self, strategy: Optional[tf.distribute.Strategy]) -> Iterator[None]:
@@ -223,20 +322,20 @@ class DataPasses(SiteModel):
         (:func:`gpflow_fastvi.fit`'s ``strategy=``); ``None`` changes nothing. A model built in
         the scope of another strategy, whose replicas hold its variables, refuses.
         """
-        built_in = self._built_in_strategy.strategy
+        built_in = self.built_in_strategy.strategy
         if strategy is not None and built_in is not None and built_in is not strategy:
             raise ValueError(
-                f"This {type(self).__name__} was built in the scope of another tf.distribute "
+                f"This {type(self.model).__name__} was built in the scope of another tf.distribute "
                 "strategy, whose replicas hold its variables: use that one, or build the model "
                 "in this strategy's scope."
             )
-        previous = self._strategy_for_now
+        previous = self.strategy_for_now
         if strategy is not None:
-            self._strategy_for_now = StrategyRef(strategy)
+            self.strategy_for_now = StrategyRef(strategy)
         try:
             yield
         finally:
-            self._strategy_for_now = previous
+            self.strategy_for_now = previous
 
     def pass_strategy(self) -> Optional[tf.distribute.Strategy]:
         """

@@ -23,7 +23,8 @@ from ..sites.polya_gamma import pg_optimal_c, pg_sites
 from ..stream_validation import ZERO_ONE_OR_SIGNS, checked_stream, static_cardinality
 from ..types import Route, Sites
 from ..validation import checked_signed_labels, positive_int
-from .natural_step import NaturalGradientStep
+from .natural_step import batch_sites_elbo, stepped_natural_parameters, stored_q_from_natural
+from .site_model import SiteModel
 from .step_sizes import FULL_DATA_STEPS
 
 NOT_FINITE_STEP = (
@@ -33,7 +34,7 @@ NOT_FINITE_STEP = (
 """What a full-data ``training_loss`` on a stream says where its step cannot be taken."""
 
 
-class PolyaGammaSVGP(NaturalGradientStep, SVGP):
+class PolyaGammaSVGP(SiteModel):
     r"""
     :class:`gpflow.models.SVGP` for binary classification with the logit link, whose ELBO is in closed
     form through Pólya-Gamma augmentation (:cite:t:`wenzel2019efficient`), trained by stochastic
@@ -154,7 +155,7 @@ class PolyaGammaSVGP(NaturalGradientStep, SVGP):
         # q(u) is set by the method's closed-form steps (training_loss, fit), never by gradients.
         set_trainable(self.q_mu, False)
         set_trainable(self.q_sqrt, False)
-        self.set_up_step_state()
+        self.attach_parts()
 
     # ----------------------------------------------------------------------------------------------
     # The site rule: Pólya-Gamma sites with c optimal for the current q(f).
@@ -181,7 +182,7 @@ class PolyaGammaSVGP(NaturalGradientStep, SVGP):
         them.
         """
         X, Y = self.checked_call_data(data, "elbo")
-        return self.batch_sites_elbo(X, Y, self.Kmm_cholesky(), self.q_mu, self.q_sqrt)
+        return batch_sites_elbo(self, X, Y, self.passes.Kmm_cholesky(), self.q_mu, self.q_sqrt)
 
     # ----------------------------------------------------------------------------------------------
     # The rest of the protocol.
@@ -202,7 +203,7 @@ class PolyaGammaSVGP(NaturalGradientStep, SVGP):
 
     def checked_call_data(self, data: Any, method: str) -> Tuple[Any, Optional[tf.Tensor]]:
         """
-        The data of a call as ``(X, Y)``, checked (:meth:`checked_training_data`); or, for a
+        The data of a call as ``(X, Y)``, checked (:meth:`~gpflow_fastvi.models.passes.DataPasses.checked_training_data`); or, for a
         ``tf.data.Dataset`` of ``(X [b, D], Y [b, 1])`` batches, all the data streamed once per
         pass, as ``(dataset, None)``: its batches checked as they stream, its rows counted
         against ``num_data`` in every pass and, where TensorFlow knows them without reading it,
@@ -211,7 +212,7 @@ class PolyaGammaSVGP(NaturalGradientStep, SVGP):
         """
         data = self._require_data(data, method)
         if not isinstance(data, tf.data.Dataset):
-            return self.checked_training_data(data)
+            return self.passes.checked_training_data(data)
         if static_cardinality(data) == tf.data.INFINITE_CARDINALITY:
             raise InvalidDataError(
                 f"The dataset repeats without end, and {method} takes a tf.data.Dataset as all "
@@ -232,7 +233,7 @@ class PolyaGammaSVGP(NaturalGradientStep, SVGP):
         - on a mini-batch (fewer rows than ``num_data``, or rows known only when it runs: an
           Adam loop over ``training_loss_closure(iter(dataset))``), the step of
           :class:`~gpflow_fastvi.NaturalGradientSVI` with ρ = min(1, b / 10,000)
-          (:meth:`~gpflow_fastvi.models.natural_step.NaturalGradientStep.mini_batch_loss_step`); the loss is the
+          (:func:`~gpflow_fastvi.models.natural_step.mini_batch_loss_step`); the loss is the
           batch's estimate at the new q(u);
         - on all the data (``gpflow.optimizers.Scipy`` on ``training_loss_closure((X, Y))``),
           three steps of size ρ = 1 (coordinate ascent in q(u) and the cᵢ), kept unless the
@@ -248,42 +249,43 @@ class PolyaGammaSVGP(NaturalGradientStep, SVGP):
         """
         X, Y = self.checked_call_data(data, "training_loss")
         streamed = Y is None
-        if not streamed and self.is_mini_batch(X):
+        if not streamed and self.passes.is_mini_batch((X, Y)):
             return self.mini_batch_loss_step((X, Y))
 
         def loss() -> tf.Tensor:
-            L = self.Kmm_cholesky()
+            L = self.passes.Kmm_cholesky()
             # On one device the data are projected once for every pass (:meth:`sum_over_projected_rows`).
-            projection = None if streamed or self.pass_strategy() else self.projection(X, L)
+            passes = self.passes
+            projection = None if streamed or passes.pass_strategy() else passes.projection(X, L)
             q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
             # The sites are read at the trial hyperparameters, which a line search may take so far
             # out that the step's precision is not finite: the loss is then +inf, nothing stored.
             finite = tf.constant(True)
             for _ in range(FULL_DATA_STEPS):
-                natural = self.natural_gradient_parameters(X, Y, L, q_mu, q_sqrt, 1.0, projection)
+                natural = stepped_natural_parameters(self, X, Y, L, q_mu, q_sqrt, 1.0, projection)
                 finite &= tf.reduce_all(
                     [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(natural)]
                 )
                 q_mu, q_sqrt = tf.cond(
                     finite,
-                    lambda natural=natural: self.stored_q_from_natural(natural, L),
+                    lambda natural=natural: stored_q_from_natural(self, natural, L),
                     lambda q=(q_mu, q_sqrt): q,
                 )
 
             def evaluated() -> tf.Tensor:
-                elbo = self.batch_sites_elbo(X, Y, L, q_mu, q_sqrt, projection)
-                return self.adopt_unless_worse(
-                    -(elbo + self.log_prior_density()), lambda: self.store_q(q_mu, q_sqrt)
+                elbo = batch_sites_elbo(self, X, Y, L, q_mu, q_sqrt, projection)
+                return self.q_frame.adopt_unless_worse(
+                    -(elbo + self.log_prior_density()), lambda: self.q_frame.store(q_mu, q_sqrt)
                 )
 
             if not streamed:
-                return self.loss_or_inf(finite, evaluated)
+                return passes.loss_or_inf(finite, evaluated)
             # A streamed pass's gradient reads the variables again, which TensorFlow cannot
             # differentiate inside a tf.cond once traced (GaussianSitesModel.training_loss).
             with tf.control_dependencies([tf.debugging.Assert(finite, [NOT_FINITE_STEP])]):
                 return evaluated()
 
-        return loss() if streamed else self.where_factorisable(loss)
+        return loss() if streamed else self.passes.where_factorisable(loss)
 
     def update_sites(
         self, num_updates: int = 1, *, data: Optional[RegressionData] = None

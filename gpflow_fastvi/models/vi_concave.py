@@ -1,7 +1,7 @@
 """VIConcave: the standard variational bound by convergent site steps (Khan, Mohamed & Murphy, 2012)."""
 
 import functools
-from typing import Any, Callable, ClassVar, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -25,10 +25,9 @@ from ..gaussian import (
 )
 from ..model_checks import check_log_concave, check_scalar_likelihood
 from ..sites.expectation import expectation_sites, log_softmax_bound
-from ..types import Sites, SiteStatistics, SteppedSites
+from ..types import Data, Sites, SiteStatistics, SteppedSites
 from ..validation import positive_int
 from .base import PERSISTENT_ROUTE, GaussianSitesModel
-from .protocol import Data
 
 MAX_HALVINGS = 12
 """The most times a step of :class:`VIConcave` halves its size ρ (from 1 down to 2⁻¹²) looking for
@@ -100,7 +99,6 @@ class VIConcave(GaussianSitesModel):
     ``Bernoulli(invlink=tf.sigmoid)``.
     """
 
-    data_first_positional: ClassVar[Tuple[str, ...]] = ("kernel", "likelihood")
     training_routes = {"persistent": PERSISTENT_ROUTE}
     default_route = "persistent"
     objective_is_bound = True
@@ -255,7 +253,7 @@ class VIConcave(GaussianSitesModel):
         was set, the objective is never below the ELBO of the stored q(u). The later steps are
         :meth:`update_sites`'s, halved until the ELBO does not fall.
         """
-        return self._ascent(self.training_data(data), num_updates, site_parameters, True)
+        return self._ascent(self.passes.training_data(data), num_updates, site_parameters, True)
 
     def closed_form_steps(
         self, data: Data, num_updates: int, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None
@@ -287,8 +285,8 @@ class VIConcave(GaussianSitesModel):
         """
         num_updates = positive_int(num_updates, "num_updates")
         in_memory = self.steps_in_memory(data, site_parameters)
-        L = self.Kmm_cholesky()
-        projection = self.projection(data[0], L) if in_memory else None
+        L = self.passes.Kmm_cholesky()
+        projection = self.passes.projection(data[0], L) if in_memory else None
 
         def over_data(per_rows: Any, q: WhitenedQ, differentiable: bool) -> Any:
             """
@@ -301,10 +299,10 @@ class VIConcave(GaussianSitesModel):
                 return per_rows(*data, held, *q)
 
             def batch(X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, *q: tf.Tensor) -> Any:
-                return per_rows(X, Y, self.projection(X, L), *q)
+                return per_rows(X, Y, self.passes.projection(X, L), *q)
 
             factor = L if differentiable else tf.stop_gradient(L)
-            return self.sum_over_data(batch, data, (factor, *q), self.batch_size)
+            return self.passes.sum_over_data(batch, data, (factor, *q), self.batch_size)
 
         def evaluate(q: WhitenedQ) -> Tuple[tf.Tensor, SiteStatistics, Any]:
             """

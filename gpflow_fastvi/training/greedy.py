@@ -8,7 +8,7 @@ GPflow's :class:`~gpflow.models.SGPR` the training is the paper's own: L-BFGS-B 
 hyperparameters θ with the noise variance σ² fixed, then σ² in closed form
 (:func:`titsias_plan`). For this package's classification models it is the model's own route,
 and the selection weights the trace term by the sites' precisions at the current q(u)
-(:meth:`~gpflow_fastvi.models.protocol.SiteModel.site_precisions`): points the likelihood pins
+(:meth:`~gpflow_fastvi.models.site_model.SiteModel.site_precisions`): points the likelihood pins
 firmly count more.
 """
 

@@ -11,10 +11,10 @@ of what L-BFGS knows. Here SciPy's L-BFGS-B runs once, for the whole fit:
   need not project the data a second time to read them), takes ``n_upd`` closed-form site steps
   (each a pass that forms the optimal q(u) of the sites and reads the next sites off it) and
   returns the collapsed bound of the last sites with its θ-gradient at them, together with their
-  optimal q(u) (:meth:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel.stepped_sites`), from one
+  optimal q(u) (:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel.stepped_sites`), from one
   Kmm factor and one projection, assigning nothing;
 - at every accepted iterate (SciPy's callback) the model adopts the q(u) of
-  that iterate (:meth:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel.adopt`), kept from its
+  that iterate (:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel.adopt`), kept from its
   evaluation rather than computed again: the site step stays an explicit step whose state
   follows accepted iterates, not part of the loss, and costs nothing beyond the evaluations.
   That is one outer iteration, one row of :func:`~gpflow_fastvi.fit`'s trace.
@@ -40,8 +40,7 @@ import tensorflow as tf
 from gpflow.base import RegressionData
 
 from ..models import ClosedFormSiteModel
-from ..models.protocol import Data
-from ..types import SteppedSites
+from ..types import Data, SteppedSites
 from ..validation import positive_int
 from .plans import LBFGSStage, Report, TrainingPlan
 
@@ -113,7 +112,7 @@ def persistent_plan(
         L-BFGS-B step, not a burst of five, and an occasional one is tiny far from the optimum).
     """
     n_upd = positive_int(n_upd, "n_upd")
-    data = model.training_data(data)  # checked and converted once, for every evaluation
+    data = model.passes.training_data(data)  # checked and converted once, for every evaluation
     # The starting q(u) is read at the starting θ until the first iterate is accepted, whichever θ
     # L-BFGS-B tries, in memory as streamed.
     model.start_frame_here()

@@ -6,8 +6,8 @@ lives in :mod:`gpflow_fastvi.training.loops` and is the same for every model. Th
 build plans (the *drivers*: :func:`alternating_plan` here,
 :func:`~gpflow_fastvi.training.persistent.persistent_plan`, :func:`~gpflow_fastvi.training.svi.svi_plan`)
 drive a model through its declared protocol only: the SVI driver any
-:class:`~gpflow_fastvi.models.protocol.SiteModel`, the alternating and persistent drivers a
-:class:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel`.
+:class:`~gpflow_fastvi.models.site_model.SiteModel`, the alternating and persistent drivers a
+:class:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel`.
 """
 
 from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence, Tuple
@@ -201,10 +201,10 @@ def alternating_plan(
     driver of every route declared ``Route("alternating", ...)``:
 
     1. with ``closed_form_sites``, ``n_upd`` closed-form updates of the sites and q(u)
-       (:meth:`~gpflow_fastvi.models.protocol.SiteModel.update_sites`);
+       (:meth:`~gpflow_fastvi.models.site_model.SiteModel.update_sites`);
     2. L-BFGS-B for at most ``maxfun`` evaluations of the model's objective with the sites'
        local parameters held fixed at those of the current q(u)
-       (:meth:`~gpflow_fastvi.models.protocol.ClosedFormSiteModel.site_parameters`), over the
+       (:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel.site_parameters`), over the
        trainable hyperparameters, and also over the local parameters with ``sites_in_lbfgs``;
        then q(u) is set optimal for them at the new hyperparameters.
 
@@ -220,7 +220,7 @@ def alternating_plan(
     """
     n_upd = positive_int(n_upd, "n_upd")
     maxfun = positive_int(maxfun, "maxfun")
-    data = model.training_data(data)  # checked and converted once
+    data = model.passes.training_data(data)  # checked and converted once
     held = [tf.Variable(p, trainable=False) for p in model.site_parameters(data)]
     variables = list(model.trainable_variables) + (held if sites_in_lbfgs else [])
 

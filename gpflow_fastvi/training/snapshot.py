@@ -29,4 +29,4 @@ class Snapshot:
         for variable, value in zip(self.variables, self.values):
             variable.assign(value)
         if hasattr(self.model, "store_q"):  # q(u) was set at the restored hyperparameters
-            self.model.store_q(self.model.q_mu, self.model.q_sqrt)
+            self.model.q_frame.store(self.model.q_mu, self.model.q_sqrt)

@@ -5,7 +5,7 @@ Stochastic variational inference with closed-form natural-gradient steps on q(u)
 
 One step on a mini-batch of s out of n points:
 
-1. the model's :meth:`~gpflow_fastvi.models.natural_step.NaturalGradientStep.natural_gradient_step`: the sites'
+1. the model's :meth:`~gpflow_fastvi.models.site_model.SiteModel.natural_gradient_step`: the sites'
    local parameters (Pólya-Gamma cᵢ) are set in closed form for the current q(u), and q(u) takes a
    natural-gradient step of size ρₜ towards the batch's closed-form optimum scaled by n/s;
 2. the hyperparameters (and any other trainable variable except ``q_mu``/``q_sqrt``) take an Adam
@@ -110,7 +110,7 @@ def _step_size_function(step_size: StepSize) -> Callable[[tf.Tensor], tf.Tensor]
 class NaturalGradientSVI:
     """
     The SVI step of the module docstring for any model of the package (a
-    :class:`~gpflow_fastvi.models.protocol.SiteModel`, such as
+    :class:`~gpflow_fastvi.models.site_model.SiteModel`, such as
     :class:`~gpflow_fastvi.PolyaGammaSVGP`), to call in your own loop::
 
         svi = NaturalGradientSVI(model)
@@ -330,7 +330,9 @@ def svi_plan(
 
     if full_batch:
         return TrainingPlan.from_step(step, max_iter=1000, tol=5e-6)
-    schedule = Plateau(svi, int(model.num_data)) if plateau else None  # num_data: checked above
+    num_data = model.num_data
+    assert num_data is not None  # checked above
+    schedule = Plateau(svi, int(num_data)) if plateau else None
     # The schedule judges whole passes, however many steps an iteration (a row) takes.
     steps_per_pass = per_epoch or steps
 

@@ -8,7 +8,7 @@ while the model gets worse: on a set a classifier can get almost always right, t
 of points far on the wrong side of the boundary have a curvature that falls as e^(−|ξ|), their
 quadratics promise ever more as the kernel variance grows, and J̃ ran to +10¹³² while the test
 accuracy fell from 0.997 to 0.5. So a model whose objective is not a bound is watched by its
-yardstick, the SVGP ELBO at its q(u) (:meth:`~gpflow_fastvi.models.protocol.SiteModel.yardstick_elbo`),
+yardstick, the SVGP ELBO at its q(u) (:meth:`~gpflow_fastvi.models.site_model.SiteModel.yardstick_elbo`),
 and the best iterate is the one with the highest yardstick. The persistent route computes it in
 its evaluation, from the marginals at which it reads the next sites
 (:attr:`~gpflow_fastvi.types.SteppedSites.yardstick`), and hands it to the report; other routes
@@ -102,7 +102,7 @@ class Watch:
         if not self.watches_yardstick:
             return None
         if self._yardstick is None:
-            model, checked = self.model, self.model.training_data(self._data)
+            model, checked = self.model, self.model.passes.training_data(self._data)
             self._yardstick = tf.function(lambda: model.yardstick_elbo(checked), autograph=False)
         return float(self._yardstick())
 

@@ -1,0 +1,356 @@
+"""
+:class:`SiteModel`: the base class of every model of the package, a :class:`gpflow.models.SVGP`
+whose likelihood terms are replaced by Gaussian sites aᵢ + bᵢ fᵢ − wᵢ fᵢ²/2 for training.
+
+In the spirit of Markovflow's ``update_sites()``: the sites are the model's business, the step
+that moves them is a model method, and the method's own objective sits beside SVGP's ELBO.
+
+=====================================  =========================================================
+what                                   member
+=====================================  =========================================================
+the sites for the current q(u)         :meth:`~SiteModel.local_sites` (X, Y, q(f)) ↦ Sites
+a step towards the sites' optimum      :meth:`~SiteModel.update_sites` (closed form, full data);
+                                       :meth:`~SiteModel.natural_gradient_step` (size ρ, a batch)
+the method's own objective             :meth:`~SiteModel.objective`
+the SVGP yardstick                     :meth:`~SiteModel.yardstick_elbo`
+the devices its passes are shared by   :meth:`~SiteModel.distributed_by` (``tf.distribute``)
+how the model is trained               ``training_routes`` and ``default_route`` (data, read by
+                                       :func:`gpflow_fastvi.fit`)
+=====================================  =========================================================
+
+What SVGP does right a model inherits: its variables (``q_mu`` [M, L], ``q_sqrt`` [L, M, M],
+``whiten``), ``posterior`` and the training-loss closure's contract. What every model shares
+beyond SVGP is held in two parts with one job each, composed rather than inherited:
+
+* ``model.passes`` (:class:`~gpflow_fastvi.models.passes.DataPasses`): how the model meets its
+  data: the checks of a call, Kmm's factor and the projection, and the one sum over the data on
+  one device or many;
+* ``model.q_frame`` (:class:`~gpflow_fastvi.models.q_frame.QFrame`): where q(u) was set, and what
+  a step may store.
+
+The natural-gradient step on a batch is :mod:`~gpflow_fastvi.models.natural_step`, written once
+as functions of the model. Predictions use the factor of Kmm that training uses.
+"""
+
+import abc
+import warnings
+from typing import Any, Callable, ClassVar, Mapping, Optional, Tuple
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+from gpflow.base import InputData, MeanAndVariance, RegressionData
+from gpflow.models import SVGP
+
+from ..exceptions import InvalidDataError
+from ..gaussian import (
+    WhitenedQ,
+    marginal_covariance,
+    marginals,
+    robust_cholesky,
+    stored_q,
+    whitened_q,
+)
+from ..types import Route, Sites
+from ..validation import checked_inputs, inducing_inputs
+from . import natural_step
+from .passes import DataPasses
+from .q_frame import QFrame
+
+
+def _is_all_the_data(data: Any) -> bool:
+    """Whether a closure's ``data`` are all the data (``None`` for the data the model holds, a
+    tuple, a ``tf.data.Dataset``) rather than an iterator of mini-batches."""
+    return data is None or isinstance(data, (tuple, list, tf.data.Dataset))
+
+
+def only_marginals(full_cov: bool, full_output_cov: bool, method: str) -> None:
+    """The error GPflow gives where ``method`` is asked for more than the marginals."""
+    if full_cov or full_output_cov:
+        raise NotImplementedError(
+            f"{method} supports only full_cov=False and full_output_cov=False, as in GPflow."
+        )
+
+
+class SiteModel(SVGP):
+    """
+    The protocol of the module docstring, on :class:`gpflow.models.SVGP`. A subclass's
+    constructor calls ``SVGP.__init__`` and then :meth:`attach_parts`.
+    """
+
+    training_routes: ClassVar[Mapping[str, Route]]
+    """The ways :func:`gpflow_fastvi.fit` can train the model, by name."""
+    default_route: ClassVar[str]
+    """The route ``fit`` takes when no ``method`` is given (:meth:`default_method`)."""
+    multi_class_likelihoods: ClassVar[Tuple[type, ...]] = ()
+    """The likelihoods of C classes the model takes, with C latent functions (none unless the
+    model says so)."""
+    objective_is_bound: ClassVar[bool]
+    """Whether :meth:`objective` is a lower bound on log p(y) (then also ≤ the yardstick at the
+    q(u) it stores); ``False`` for a local approximation such as Taylor sites."""
+    mini_batch_closure_shortfall: ClassVar[Optional[str]] = None
+    """Where an Adam loop over ``training_loss_closure(iter(dataset))`` was measured to end short
+    of :func:`gpflow_fastvi.fit`, what was measured and what to use instead: the warning that
+    building such a closure gives (:meth:`warn_if_closure_falls_short`)."""
+    full_data_closure_shortfall: ClassVar[Optional[str]] = None
+    """The same for ``gpflow.optimizers.Scipy`` on ``training_loss_closure((X, Y))`` (or on the
+    data the model holds, or a ``tf.data.Dataset``)."""
+
+    def default_method(self) -> str:
+        """
+        The route ``fit`` takes for this model when no ``method`` is given: ``default_route``,
+        unless the model's configuration can be trained by one route only.
+        """
+        return self.default_route
+
+    def training_loss_closure(
+        self, data: Any = None, *, compile: bool = True
+    ) -> Callable[[], tf.Tensor]:
+        """
+        ``training_loss`` as a closure for GPflow's optimisers, as
+        :meth:`gpflow.models.SVGP.training_loss_closure` builds it: ``data`` is all the data,
+        ``(X, Y)`` (checked and converted once, here, by :meth:`closure_data`) or what the model
+        accepts for them, or an iterator of mini-batches (a new batch at every call, one trace
+        for all of a ``tf.data`` iterator's batches). A model whose loop on such a closure was
+        measured to end short of ``fit`` says so when the closure is built
+        (:meth:`warn_if_closure_falls_short`).
+
+        Compiled without AutoGraph: the models' control flow is written with ``tf.cond`` and
+        ``tf.while_loop``, and AutoGraph's conversion of every function the loss calls cost
+        8 to 30 seconds at the first call.
+        """
+        self.warn_if_closure_falls_short(data)
+        if _is_all_the_data(data):
+            fixed = self.closure_data(data)
+
+            def closure() -> tf.Tensor:
+                return self.training_loss(fixed)
+
+            return tf.function(closure, autograph=False) if compile else closure
+        batches = data
+        if not compile:
+            return lambda: self.training_loss(next(batches))
+        spec = getattr(batches, "element_spec", None)  # a tf.data iterator: one trace for all
+        step = tf.function(
+            self.training_loss, input_signature=None if spec is None else [spec], autograph=False
+        )
+        return lambda: step(next(batches))
+
+    @abc.abstractmethod
+    def closure_data(self, data: Any) -> Any:
+        """All the data a closure of :meth:`training_loss_closure` works on, checked once."""
+
+    @abc.abstractmethod
+    def training_loss(self, data: Any = None) -> tf.Tensor:
+        """−(:meth:`objective` + log prior density) after the method's own step on q(u)."""
+
+    def warn_if_closure_falls_short(self, data: Any) -> None:
+        """
+        Warn, once per closure, when this model's closure on ``data`` (all the data, or an
+        iterator of mini-batches) is known to end short of ``fit``
+        (:attr:`full_data_closure_shortfall`, :attr:`mini_batch_closure_shortfall`).
+        """
+        shortfall = (
+            self.full_data_closure_shortfall
+            if _is_all_the_data(data)
+            else self.mini_batch_closure_shortfall
+        )
+        if shortfall:
+            warnings.warn(shortfall, UserWarning, stacklevel=3)
+
+    # ----------------------------------------------------------------------------------------------
+    # What each model provides.
+
+    @abc.abstractmethod
+    def local_sites(self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Sites:
+        """
+        The sites (a, b, w) on f of the points (X, Y) whose local parameters (ξ, c, the tilted
+        q(fₙ)) are optimal for the marginals q(f) = N(Fmu, Fvar) of the current q(u).
+        """
+
+    @abc.abstractmethod
+    def update_sites(
+        self, num_updates: int = 1, *, data: Optional[RegressionData] = None
+    ) -> tf.Tensor:
+        """
+        Move the sites and q(u) to their joint optimum for the current hyperparameters by
+        ``num_updates`` closed-form steps over all the data; return :meth:`objective` after them.
+        """
+
+    @abc.abstractmethod
+    def objective(self, data: Optional[RegressionData] = None) -> tf.Tensor:
+        """The method's own objective (to be maximised) at the current state."""
+
+    @abc.abstractmethod
+    def yardstick_elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
+        """
+        The standard SVGP ELBO Σᵢ E_q[log p(yᵢ | fᵢ)] − KL[q(u) ‖ p(u)] at the stored q(u), the
+        expectations by quadrature: the number to compare with :class:`gpflow.models.SVGP`.
+        """
+
+    def attach_parts(self) -> None:
+        """
+        Build the parts the model is composed of, once its variables exist: its passes over the
+        data (``self.passes``, which also records the ``tf.distribute`` strategy whose scope the
+        model is built in, if any) and the frame of its q(u) (``self.q_frame``).
+        """
+        self.passes = DataPasses(self)
+        self.q_frame = QFrame(self)
+
+    # ----------------------------------------------------------------------------------------------
+    # Shared by every model: q(u) in the whitened frame, the natural-gradient step, the devices.
+
+    def whitened(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor) -> WhitenedQ:
+        """GPflow's ``(q_mu [M, L], q_sqrt [L, M, M])`` as q(v_l) = N(m_l, R_l R_lᵀ) in the frame
+        whitened by L = chol(Kmm) (:func:`~gpflow_fastvi.gaussian.natural.whitened_q`)."""
+        return whitened_q(q_mu, q_sqrt, L, self.whiten)
+
+    def start_frame_here(self) -> None:
+        """
+        Record the current hyperparameters as those the stored q(u) was set at: until q(u) is
+        next stored, its sites are read here, whatever trial hyperparameters an optimiser tries
+        (:meth:`QFrame.start_here <gpflow_fastvi.models.q_frame.QFrame.start_here>`).
+        """
+        self.q_frame.start_here()
+
+    def natural_gradient_step(self, data: RegressionData, rho: Any) -> tf.Tensor:
+        """
+        One stochastic variational step of size ``rho`` on the batch ``data`` = (X, Y): q(u)
+        moves towards the batch's closed-form optimum and is stored; returns the batch's estimate
+        of the sites' ELBO at the new q(u), differentiable in the hyperparameters
+        (:func:`~gpflow_fastvi.models.natural_step.natural_gradient_step`).
+        """
+        return natural_step.natural_gradient_step(self, data, rho)
+
+    def mini_batch_loss_step(self, data: RegressionData) -> tf.Tensor:
+        """The loss of a mini-batch ``training_loss`` after its step on q(u)
+        (:func:`~gpflow_fastvi.models.natural_step.mini_batch_loss_step`)."""
+        return natural_step.mini_batch_loss_step(self, data)
+
+    @property
+    def distribute_strategy(self) -> Optional[tf.distribute.Strategy]:
+        """The :mod:`tf.distribute` strategy whose replicas share this model's passes over the
+        data (:attr:`DataPasses.distribute_strategy
+        <gpflow_fastvi.models.passes.DataPasses.distribute_strategy>`), or ``None``."""
+        return self.passes.distribute_strategy
+
+    def distributed_by(self, strategy: Optional[tf.distribute.Strategy]) -> Any:
+        """A context within which the model's passes are shared among the replicas of
+        ``strategy`` (:meth:`DataPasses.distributed_by
+        <gpflow_fastvi.models.passes.DataPasses.distributed_by>`)."""
+        return self.passes.distributed_by(strategy)
+
+    # ----------------------------------------------------------------------------------------------
+    # Predictions, as gpflow.models.SVGP makes them.
+
+    def predict_f(
+        self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> MeanAndVariance:
+        """
+        The mean and variance of f at ``Xnew`` under q(u), as :meth:`gpflow.models.SVGP.predict_f`
+        gives them, from the same factor L = chol(Kmm + jitter) as training
+        (:meth:`~gpflow_fastvi.models.passes.DataPasses.Kmm_cholesky`: where GPflow's fixed jitter is not enough, the jitter training
+        escalated to). ``Xnew`` is checked and converted as training inputs are: any real
+        array-like with the inducing inputs' columns, finite.
+        """
+        Xnew = checked_inputs(Xnew, self.inducing_variable)
+        return self.predict_f_at(Xnew, full_cov, full_output_cov)
+
+    def predict_f_at(
+        self, Xnew: tf.Tensor, full_cov: bool = False, full_output_cov: bool = False
+    ) -> MeanAndVariance:
+        """
+        :meth:`predict_f` at inputs already checked (training data, test data): the hook a model
+        whose latent function differs from f̄ overrides (:class:`~gpflow_fastvi.KLCorrected`).
+        """
+        L = self.passes.Kmm_cholesky()
+        q = self.whitened(self.q_mu, self.q_sqrt, L)
+        projection = self.passes.projection(Xnew, L)
+        Gmu, var = marginals(projection.A, projection.Ktilde_diag, q)  # [N, L] each
+        mean = Gmu + self.mean_function(Xnew)
+        if full_cov:
+            Knn = self.kernel(Xnew, full_cov=True)
+            cov = marginal_covariance(projection.A, Knn, q.R)  # [L, N, N]
+            if not full_output_cov:
+                return mean, cov
+            # Independent latent functions: [N, L, N, L], zero between two of them.
+            eye = tf.eye(self.num_latent_gps, dtype=cov.dtype)
+            return mean, tf.einsum("lnm,lk->nlmk", cov, eye)
+        return mean, (tf.linalg.diag(var) if full_output_cov else var)  # [N, L, L] or [N, L]
+
+    def predict_y(
+        self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> MeanAndVariance:
+        """The mean and variance of y at ``Xnew``, as GPflow gives them; ``Xnew`` checked as in :meth:`predict_f`."""
+        only_marginals(full_cov, full_output_cov, "predict_y")
+        Xnew = checked_inputs(Xnew, self.inducing_variable)
+        f_mean, f_var = self.predict_f_at(Xnew)
+        return self.likelihood.predict_mean_and_var(Xnew, f_mean, f_var)
+
+    def predict_log_density(
+        self, data: RegressionData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> tf.Tensor:
+        """
+        log ∫ p(y* | f*) q(f*) df* at test points, as GPflow gives it; the points are checked as
+        training data are (:meth:`~gpflow_fastvi.models.passes.DataPasses.checked_data`: labels outside the likelihood's support are an
+        error, not a score).
+        """
+        only_marginals(full_cov, full_output_cov, "predict_log_density")
+        X, Y = self.passes.checked_data(data)
+        f_mean, f_var = self.predict_f_at(X)
+        return self.likelihood.predict_log_density(X, f_mean, f_var, self.likelihood_targets(Y))
+
+    def likelihood_targets(self, Y: tf.Tensor) -> tf.Tensor:
+        """Checked targets Y (floats) as the likelihood's own methods take them: integer classes
+        for GPflow's :class:`~gpflow.likelihoods.Softmax`, whose kernel refuses floats."""
+        if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
+            return tf.cast(Y, tf.int64)
+        return Y
+
+    # ----------------------------------------------------------------------------------------------
+    # Where the inducing inputs are: greedy selection weighted by the sites, and moving them.
+
+    def site_precisions(self, data: Optional[RegressionData] = None) -> np.ndarray:
+        """
+        The site precisions wᵢ [N] of the points ``data`` = (X, Y) (default: the data the model
+        holds) at the current q(u), summed over the latent functions: how firmly each point's
+        likelihood pins f there. They weight
+        the trace term that :func:`~gpflow_fastvi.greedy_inducing_points` shrinks.
+        """
+        if data is None:
+            data = getattr(self, "data", None)
+            if data is None:
+                raise ValueError(
+                    f"This {type(self).__name__} was built without data: pass (X, Y) to "
+                    "site_precisions."
+                )
+        X, Y = self.passes.checked_data(data)
+        Fmu, Fvar = self.predict_f_at(X)
+        return tf.reduce_sum(self.local_sites(X, Y, Fmu, Fvar).w, axis=1).numpy()
+
+    def move_inducing_inputs(self, Z: Any) -> None:
+        """
+        Put the inducing inputs at ``Z`` [M, D] (as many as now) and q(u) at the current posterior
+        of f there, q(f(Z)), for each latent function: the model keeps what it has learnt, as far
+        as the new inputs can carry it, and a closed-form step starts from there.
+        """
+        Z_old = self.inducing_variable.Z
+        Z = tf.constant(inducing_inputs(Z), dtype=Z_old.dtype)
+        if Z.shape != Z_old.shape:
+            raise InvalidDataError(
+                f"Moving the inducing inputs keeps their number and columns, {list(Z_old.shape)}; "
+                f"got {list(Z.shape)}."
+            )
+        L = self.passes.Kmm_cholesky()
+        q = self.whitened(self.q_mu, self.q_sqrt, L)
+        projection = self.passes.projection(Z, L)
+        Gmu, _ = marginals(projection.A, projection.Ktilde_diag, q)  # [M, L]
+        covariance = marginal_covariance(projection.A, self.kernel(Z), q.R)  # [L, M, M]
+        self.inducing_variable.Z.assign(Z)
+        L = self.passes.Kmm_cholesky()
+        m = tf.linalg.triangular_solve(L, Gmu, lower=True)
+        LinvS = tf.linalg.triangular_solve(L, covariance, lower=True)
+        S = tf.linalg.triangular_solve(L, tf.linalg.matrix_transpose(LinvS), lower=True)
+        S = 0.5 * (S + tf.linalg.matrix_transpose(S))  # L⁻¹ Σ_l L⁻ᵀ, symmetric to rounding
+        R = robust_cholesky(S, what="q(u) at the new inducing inputs")
+        self.q_frame.store(*stored_q(WhitenedQ(m=m, R=R), L, self.whiten))
