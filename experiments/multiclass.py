@@ -41,6 +41,7 @@ import numpy as np
 import tensorflow as tf
 
 import gpflow_fastvi as fv
+from gpflow_fastvi.benchmarks.pages import command_line, markdown_cells, write_table_record
 from gpflow_fastvi.datasets import load_benchmark
 from gpflow_fastvi.likelihoods import LogisticSoftmax
 
@@ -155,6 +156,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument(
         "--data-dir", default=os.environ.get("GPFLOW_FASTVI_DATA"), help="the benchmark files"
     )
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="also write the table, with this command and today's date, as a table record "
+        "(gpflow_fastvi.benchmarks.pages renders it on a results page)",
+    )
     args = parser.parse_args(argv)
     if not args.data_dir:
         raise SystemExit("set GPFLOW_FASTVI_DATA or pass --data-dir")
@@ -174,8 +181,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     print(
         f"\ntarget: accuracy ≥ {best_accuracy - ACCURACY_WITHIN:.4f}, NLL ≤ {best_nll + NLL_WITHIN:.4f}"
     )
-    print("\n| method | seconds | accuracy | NLL | seconds to target |")
+    header = "| method | seconds | accuracy | NLL | seconds to target |"
+    print("\n" + header)
     print("|---|---:|---:|---:|---:|")
+    lines = []
     for method, rows in results.items():
         hit = next(
             (
@@ -186,7 +195,17 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             "—",
         )
         t, a, n = rows[-1]
-        print(f"| {method} | {t:.1f} | {a:.4f} | {n:.4f} | {hit} |")
+        lines.append(f"| {method} | {t:.1f} | {a:.4f} | {n:.4f} | {hit} |")
+        print(lines[-1])
+    if args.record:
+        write_table_record(
+            args.record,
+            command_line("experiments.multiclass", argv),
+            markdown_cells(header),
+            [markdown_cells(line) for line in lines],
+            notes=f"Target: accuracy ≥ {best_accuracy - ACCURACY_WITHIN:.4f}, "
+            f"NLL ≤ {best_nll + NLL_WITHIN:.4f}.",
+        )
 
 
 if __name__ == "__main__":

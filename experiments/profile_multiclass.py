@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 import gpflow_fastvi as fv
+from gpflow_fastvi.benchmarks.pages import command_line, markdown_cells, write_table_record
 from gpflow_fastvi.benchmarks.scaling import compiled_seconds, matmul_rate
 from gpflow_fastvi.datasets import load_benchmark
 
@@ -73,10 +74,18 @@ def build(model_class: type, X: np.ndarray, Y: np.ndarray, Z: np.ndarray, C: int
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.profile_multiclass", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("name", help="a multi-class benchmark set, e.g. letter")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--inducing", type=int, default=100)
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="also write the table, with this command and today's date, as a table record "
+        "(gpflow_fastvi.benchmarks.pages renders it on a results page)",
+    )
     args = parser.parse_args(argv)
     X, Y, _, _ = load_benchmark(args.name, args.data_dir)
     C = int(Y.max()) + 1
@@ -95,12 +104,20 @@ def main(argv: Optional[List[str]] = None) -> None:
             f"{C * flops / rate:.3f} | {single['trace']:.2f} | {single['evaluation']:.4f} |"
         )
     print(f"{args.name}: n = {len(X)}, C = {C}, M = {args.inducing}, {rate / 1e9:.1f} GFLOP/s\n")
-    print(
+    header = (
         "| model | trace s | first call s | evaluation s | C × binary s | ratio | floor s "
         "| binary trace s | binary evaluation s |"
     )
+    print(header)
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
+    if args.record:
+        write_table_record(
+            args.record,
+            command_line("experiments.profile_multiclass", argv),
+            markdown_cells(header),
+            [markdown_cells(row) for row in rows],
+        )
 
 
 if __name__ == "__main__":

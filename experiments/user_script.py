@@ -43,6 +43,7 @@ import tensorflow as tf
 import gpflow_fastvi as fv
 from gpflow_fastvi.benchmarks.cli_args import add_data_dir
 from gpflow_fastvi.benchmarks.harness import metrics_function
+from gpflow_fastvi.benchmarks.pages import command_line, markdown_cells, write_table_record
 from gpflow_fastvi.datasets import load_benchmark
 
 MODELS = ("VITaylor", "VIJJ", "VIConcave", "PolyaGammaSVGP", "KLCorrected")
@@ -112,6 +113,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         help="the user's SVGP's test accuracy and NLL, measured before (with --no-svgp)",
     )
     parser.add_argument("--rows", help="write every model's trace rows to this JSON file")
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="also write the table, with this command and today's date, as a table record "
+        "(gpflow_fastvi.benchmarks.pages renders it on a results page)",
+    )
     add_data_dir(parser)
     args = parser.parse_args(argv)
     traces: Dict[str, Any] = {}
@@ -184,9 +191,23 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             f"{final['test_nll']:.4f} | {trace.stop_reason} | {len(trace)} | {ratio:.1f} |"
         )
         print(rows[-1], flush=True)
-    print("\n| model | seconds | to target | accuracy | NLL | stop | iterations | SVGP / model |")
+    header = "| model | seconds | to target | accuracy | NLL | stop | iterations | SVGP / model |"
+    print("\n" + header)
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
+    if args.record:
+        if reference.get("seconds") is not None:  # the user's SVGP as the first row
+            rows.insert(
+                0,
+                f"| SVGP | {reference['seconds']:.1f} | | {reference['test_accuracy']:.4f} | "
+                f"{reference['test_nll']:.4f} | | | 1 |",
+            )
+        write_table_record(
+            args.record,
+            command_line("experiments.user_script", argv),
+            markdown_cells(header),
+            [markdown_cells(row) for row in rows],
+        )
 
 
 if __name__ == "__main__":

@@ -5,13 +5,31 @@ Swap :class:`gpflow.models.SVGP` for a model here, keep the kernel, inducing inp
 predictions, and train with :func:`fit` (or GPflow's own optimisers on ``model.training_loss``).
 
 The public names are loaded on first use, so that ``gpflow-fastvi --help`` and
-``import gpflow_fastvi.datasets`` do not wait for TensorFlow.
+``import gpflow_fastvi.datasets`` do not wait for TensorFlow (importing the package takes
+milliseconds; the models bring in GPflow and TensorFlow, seconds). Type checkers and editors read
+the same names from the ``TYPE_CHECKING`` imports below, so ``gpflow_fastvi.VIJJ`` is the class to
+them, not ``Any``.
 """
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
+
+# The names of _PUBLIC, for type checkers and editors; a test keeps the lists the same.
+if TYPE_CHECKING:
+    from .exceptions import (
+        CholeskyError,
+        DivergenceWarning,
+        IncompatibleLikelihoodError,
+        InvalidCallbackError,
+        InvalidDataError,
+        NotConvergedWarning,
+        UnsupportedConfigurationError,
+    )
+    from .inducing import greedy_inducing_points, kmeans_inducing_points
+    from .models import VIJJ, GaussianSitesModel, KLCorrected, PolyaGammaSVGP, VIConcave, VITaylor
+    from .training import NaturalGradientSVI, RobbinsMonro, Trace, fit
 
 _PUBLIC = {
     "CholeskyError": ".exceptions",
@@ -52,7 +70,28 @@ _SUBPACKAGES = (
 )
 """Reachable as attributes too, ``gpflow_fastvi.training.svi_plan``, loaded on first use."""
 
-__all__ = sorted(_PUBLIC) + ["__version__"]
+__all__ = [
+    "CholeskyError",
+    "DivergenceWarning",
+    "GaussianSitesModel",
+    "IncompatibleLikelihoodError",
+    "InvalidCallbackError",
+    "InvalidDataError",
+    "KLCorrected",
+    "NaturalGradientSVI",
+    "NotConvergedWarning",
+    "PolyaGammaSVGP",
+    "RobbinsMonro",
+    "Trace",
+    "UnsupportedConfigurationError",
+    "VIConcave",
+    "VIJJ",
+    "VITaylor",
+    "fit",
+    "greedy_inducing_points",
+    "kmeans_inducing_points",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:

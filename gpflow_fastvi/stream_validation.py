@@ -62,7 +62,8 @@ def in_graph_check(condition: tf.Tensor, *sentence: Any) -> tf.Operation:
     tensors in between) are marked (:data:`~gpflow_fastvi.exceptions.FAULT_MARK`) for
     :func:`gpflow_fastvi.fit` to raise as an :class:`~gpflow_fastvi.exceptions.InvalidDataError`
     without TensorFlow's graph trace (:func:`~gpflow_fastvi.exceptions.graph_fault`). The
-    numbers are not formatted into a string where the check passes: that cost 0.45 ms a batch.
+    numbers are not formatted into a string where the check passes, where it would cost time on
+    every batch (:ref:`defaults-stream-checks`).
     TensorFlow prints a quote in a string part escaped: leave quotes out of the sentence.
     """
     first, *middle, last = sentence

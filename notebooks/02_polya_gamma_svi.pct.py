@@ -411,9 +411,8 @@ for name, result in results.items():
 #   against SVGP + Adam's 0.9655 / 0.0837, and reached the target at 10.9 s where Adam needed
 #   40.3 s. Its Adam steps the kernel's variance and lengthscales in log scale (a step changes
 #   them by about the same factor, whatever their size), so they keep moving after q(u) has
-#   settled. An earlier release stepped them in GPflow's own coordinates; there Adam's curves
-#   crossed the Pólya-Gamma ones and ended slightly ahead, while PolyaGammaSVGP's flattened out.
-#   What still holds it back is that Adam fits the hyperparameters to the Pólya-Gamma bound,
+#   settled; stepped in GPflow's own coordinates instead, they stall, and Adam's curves cross the
+#   Pólya-Gamma ones. What holds it back is that Adam fits the hyperparameters to the Pólya-Gamma bound,
 #   which is looser than SVGP's ELBO (printed above).
 # - **An Adam step is the cheapest.** SVGP + Adam takes the most steps per second; a Pólya-Gamma
 #   step does more M × M work (it turns q(u) into natural parameters and back, then takes the

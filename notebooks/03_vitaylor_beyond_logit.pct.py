@@ -441,7 +441,7 @@ for bad_name, bad_counts in (("negative", counts - 3.0), ("non-integer", counts 
 #
 # - **Logit classification**: `VIJJ` optimises a true lower bound on log p(Y), so its objective
 #   can be reported and compared as it is; `VITaylor` with the logit is an alternative that
-#   reaches a similar fit (see the README's benchmarks for timings on larger sets).
+#   reaches a similar fit (see the results page, `docs/benchmarks.md`, for timings on larger sets).
 # - **Any other likelihood with one latent function**, such as probit, Poisson or a Gaussian
 #   with unknown variance: `VITaylor`, provided log p(y | f) is concave in f where the ξᵢ lie.
 #   For the Gaussian likelihood the expansion is exact and `VITaylor` reproduces `SGPR`.

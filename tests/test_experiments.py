@@ -13,7 +13,12 @@ EXPERIMENTS = (
     "soak",
     "stream_checks",
     "user_script",
+    "multiclass",
+    "profile_multiclass",
 )
+
+RECORDING = ("user_script", "multiclass", "profile_multiclass")
+"""The scripts whose tables the results page renders: they write them with --record."""
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
@@ -23,6 +28,14 @@ def test_every_experiment_answers_help(name: str, capsys) -> None:
         module.main(["--help"])
     assert stop.value.code == 0
     assert f"python -m experiments.{name}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", RECORDING)
+def test_a_script_behind_the_results_page_records_its_table(name: str, capsys) -> None:
+    module = importlib.import_module(f"experiments.{name}")
+    with pytest.raises(SystemExit):
+        module.main(["--help"])
+    assert "--record FILE" in capsys.readouterr().out
 
 
 def test_swap_takes_its_own_spellings_of_the_shared_arguments() -> None:

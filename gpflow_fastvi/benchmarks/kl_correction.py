@@ -93,7 +93,7 @@ def run_bound(
     # The paper's own E-step (coordinate ascent), so that EM iterations count as in the paper, and
     # its M-step, which holds q(f̄(Z)) itself fixed: q stored unwhitened.
     model = KLCorrected(
-        (X, Y), make_kernel(X.shape[1]), bound=bound, e_step="coordinate", whiten=False
+        make_kernel(X.shape[1]), data=(X, Y), bound=bound, e_step="coordinate", whiten=False
     )
     start = time.perf_counter()
     trace = fit(

@@ -42,9 +42,8 @@ def triangular_inverse(L: tf.Tensor) -> tf.Tensor:
 
     It is there to be *applied* to the N columns of a batch as a matrix product, L⁻¹ Kmn, instead
     of solving L A = Kmn with N right-hand sides. On CPU TensorFlow's triangular solve with many
-    right-hand sides runs far below the dense matrix-multiply rate (95 ms against 21 ms at
-    N = 10⁵, M = 100, 2 cores), and its gradient costs a second solve where a product's costs two
-    products. The inverse of a triangular factor does not square the condition number, as an
+    right-hand sides runs far below the dense matrix-multiply rate (:ref:`defaults-triangular`),
+    and its gradient costs a second solve where a product's costs two products. The inverse of a triangular factor does not square the condition number, as an
     inverse of Kmm would: at cond(Kmm) > 10⁹ the collapsed bound agrees with the solve's to 10⁻¹¹
     (relative), its θ-gradient to 10⁻⁷, which the tests check (2·10⁻¹³ for the bound, measured at
     cond(Kmm) = 5·10¹⁰). The O(M³) solve is cheap beside the O(N M²) product.

@@ -56,9 +56,12 @@ def on_softplus(parameters: Sequence[gpflow.Parameter]) -> Set[int]:
 
 
 class Ops(NamedTuple):
-    """The elementwise operations the functions below are written in, so that one form of them
-    runs in TensorFlow's graph (:data:`TF_OPS`, the SVI step) and in NumPy (:data:`NUMPY_OPS`,
-    for SciPy's L-BFGS-B, where a call into TensorFlow per evaluation would cost about 1 ms)."""
+    """
+    The elementwise operations the functions below are written in, so that one form of them runs
+    in TensorFlow's graph (:data:`TF_OPS`, the SVI step) and in NumPy (:data:`NUMPY_OPS`, for
+    SciPy's L-BFGS-B, where a call into TensorFlow per evaluation would cost more than the
+    arithmetic: :ref:`defaults-log-scale`).
+    """
 
     where: Callable[..., Any]
     maximum: Callable[..., Any]

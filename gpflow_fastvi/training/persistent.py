@@ -51,12 +51,9 @@ TOL = 5e-5
 """
 The persistent route's default tolerance: the run has converged when the objective has risen by
 at most this many nats per training point per iteration, on average over the last
-:data:`PATIENCE` iterations. The answer has stopped moving by then: on 16,000 points of
-scikit-learn's ``make_classification`` (8 features, 100 inducing inputs trained with the
-hyperparameters) VIJJ stopped after 37 iterations (8.6 s) where 10⁻⁷ per point took 440
-(89.9 s) to move the test NLL by another 0.0011; VITaylor after 30 (9.5 s) where 58 (19.9 s)
-moved it by 0.0017. Both stopped within three times the time they took to come within 0.5
-points of accuracy and 0.01 of test NLL of where they ended.
+:data:`PATIENCE` iterations. The test figures have stopped moving by then, and a tighter
+tolerance buys a change in the third decimal of the test NLL for several times the time
+(:ref:`defaults-persistent-tol`).
 """
 
 WARM_START_TOL = 1e-2
@@ -64,25 +61,13 @@ WARM_START_TOL = 1e-2
 For a model whose objective is not a bound (VITaylor), closed-form site steps at the starting θ
 before L-BFGS-B starts, until the objective changes by at most this fraction of itself from one
 evaluation to the next (or :data:`WARM_START_MAX_STEPS`). The gradient holds the sites fixed,
-which is the gradient of the objective only near the sites' optimum; from SVGP's start,
-q(u) = p(u), VITaylor's Newton steps on a Poisson likelihood take a dozen steps to come back from
-an overshoot of exp(f), and a gradient taken on the way made L-BFGS-B's first line search fail.
-Such an overshoot changes the objective by far more than 10⁻² of itself per evaluation. The
-multi-class Taylor steps (GPflow's Softmax, the Hessian's diagonal) converge only linearly: on
-letter (26 classes) the objective still changed by 2·10⁻³ of itself per step after 30 steps
-while the test accuracy had stopped moving after 15, and a tolerance of 10⁻³ spent about 24 s
-(16 evaluations) before the first iterate where 10⁻² spent about 7 s, for the same answer.
-
-A model of C latent functions warm-starts too, bound or not: from q(u) = p(u) its steps settle
-slowly, and on letter (26 classes) VIConcave's gradient after the first evaluation's three steps
-was no descent direction: L-BFGS-B's first line search spent 20 evaluations (70 s) at one value
-before it gave up and was started again from the stepped q(u).
-
-A model whose objective is a bound and one latent function (VIJJ, KLCorrected) starts L-BFGS-B
-at once and lets the sites settle while θ moves: for VIJJ, whose steps are coordinate ascent on
-the bound, the objective only rises as they settle, and its slow settling from p(u) (on ijcnn1, twelve
-evaluations to a change of 10⁻³) made a warm start cost 4 of the 6.5 seconds before the first
-iterate.
+which is the objective's gradient only near the sites' optimum, so a gradient taken while the
+sites are still far from it (an overshoot of exp(f) under a Poisson likelihood, or the slow
+settling of C classes from q(u) = p(u)) can leave L-BFGS-B's first line search without a descent
+direction. A model of C latent functions warm-starts too, bound or not. A bound with one latent
+function (VIJJ, KLCorrected) starts L-BFGS-B at once: its steps are coordinate ascent on the
+bound, so the objective only rises while they settle. The figures behind the tolerance and the
+choice of models are in :ref:`defaults-warm-start`.
 """
 
 WARM_START_MAX_STEPS = 50
@@ -104,9 +89,8 @@ def persistent_plan(
     :param data: ``(X, Y)``, or ``None`` for the data the model holds.
     :param n_upd: closed-form site steps per evaluation, each a pass over the data: the first
         through the sites of the last accepted iterate, the others through sites read at the
-        trial θ. The default 3 is the best of 2, 3 and 4 for the two models together in time to
-        the benchmark's target on ijcnn1 (one run each: VIJJ 9.9 s, 9.1 s with 4, not within
-        30 s with 2; VITaylor 6.0 s, 6.8 s with 2, 8.4 s with 4).
+        trial θ. The default 3 is the best of 2, 3 and 4 for VIJJ and VITaylor together in time
+        to the benchmark's target on ijcnn1 (:ref:`defaults-n-upd`).
     :param tol: stop when the objective has changed by at most ``tol`` nats per training point
         per iteration over the last :data:`PATIENCE` (ten) iterations (an iteration here is one
         L-BFGS-B step, not a burst of five, and an occasional one is tiny far from the optimum).
