@@ -70,4 +70,3 @@ bibtex_reference_style = "author_year"
 
 html_theme = "furo"
 html_title = f"gpflow_fastvi {release}"
-

@@ -216,7 +216,9 @@ def test_steps_from_kept_sites_at_a_new_theta(rng):
     one = model.stepped_sites(1, (X, Y), site_parameters=kept)
     # one step: the optimal q(u) for the kept sites, their collapsed bound's optimum at this θ
     sites = model.site_rule(X, Y, *kept)
-    stats = fv.gaussian.statistics_from_projection(model.passes.projection(X, model.passes.Kmm_cholesky()), sites)
+    stats = fv.gaussian.statistics_from_projection(
+        model.passes.projection(X, model.passes.Kmm_cholesky()), sites
+    )
     target = fv.gaussian.site_target(stats, tf.ones((), tf.float64))
     m, R = fv.gaussian.q_from_natural(target)
     np.testing.assert_allclose(one.q_mu, m, rtol=1e-9, atol=1e-12)

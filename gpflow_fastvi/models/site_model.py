@@ -88,13 +88,10 @@ class SiteModel(SVGP):
     objective_is_bound: ClassVar[bool]
     """Whether :meth:`objective` is a lower bound on log p(y) (then also ≤ the yardstick at the
     q(u) it stores); ``False`` for a local approximation such as Taylor sites."""
-    mini_batch_closure_shortfall: ClassVar[Optional[str]] = None
-    """Where an Adam loop over ``training_loss_closure(iter(dataset))`` was measured to end short
-    of :func:`gpflow_fastvi.fit`, what was measured and what to use instead: the warning that
-    building such a closure gives (:meth:`warn_if_closure_falls_short`)."""
-    full_data_closure_shortfall: ClassVar[Optional[str]] = None
-    """The same for ``gpflow.optimizers.Scipy`` on ``training_loss_closure((X, Y))`` (or on the
-    data the model holds, or a ``tf.data.Dataset``)."""
+    mini_batch_closure_advice: ClassVar[Optional[str]] = None
+    """What to use instead where an Adam loop over ``training_loss_closure(iter(dataset))`` ends
+    short of :func:`gpflow_fastvi.fit` (the figures are in the docs' guarantees page): the
+    warning that the first such closure of a model gives (:meth:`advise_on_closure`)."""
 
     def default_method(self) -> str:
         """
@@ -111,15 +108,14 @@ class SiteModel(SVGP):
         :meth:`gpflow.models.SVGP.training_loss_closure` builds it: ``data`` is all the data,
         ``(X, Y)`` (checked and converted once, here, by :meth:`closure_data`) or what the model
         accepts for them, or an iterator of mini-batches (a new batch at every call, one trace
-        for all of a ``tf.data`` iterator's batches). A model whose loop on such a closure was
-        measured to end short of ``fit`` says so when the closure is built
-        (:meth:`warn_if_closure_falls_short`).
+        for all of a ``tf.data`` iterator's batches). A model whose mini-batch loop ends short of
+        ``fit`` says so at its first such closure (:meth:`advise_on_closure`).
 
         Compiled without AutoGraph: the models' control flow is written with ``tf.cond`` and
-        ``tf.while_loop``, and AutoGraph's conversion of every function the loss calls cost
-        8 to 30 seconds at the first call.
+        ``tf.while_loop`` already, and AutoGraph's conversion of every function the loss calls
+        would only lengthen the first call.
         """
-        self.warn_if_closure_falls_short(data)
+        self.advise_on_closure(data)
         if _is_all_the_data(data):
             fixed = self.closure_data(data)
 
@@ -144,19 +140,16 @@ class SiteModel(SVGP):
     def training_loss(self, data: Any = None) -> tf.Tensor:
         """−(:meth:`objective` + log prior density) after the method's own step on q(u)."""
 
-    def warn_if_closure_falls_short(self, data: Any) -> None:
+    def advise_on_closure(self, data: Any) -> None:
         """
-        Warn, once per closure, when this model's closure on ``data`` (all the data, or an
-        iterator of mini-batches) is known to end short of ``fit``
-        (:attr:`full_data_closure_shortfall`, :attr:`mini_batch_closure_shortfall`).
+        Warn, at the first closure over an iterator of mini-batches of this model, where such a
+        loop ends short of ``fit`` (:attr:`mini_batch_closure_advice`). A closure over all the
+        data (``gpflow.optimizers.Scipy``) trains the model by its method and gets no warning.
         """
-        shortfall = (
-            self.full_data_closure_shortfall
-            if _is_all_the_data(data)
-            else self.mini_batch_closure_shortfall
-        )
-        if shortfall:
-            warnings.warn(shortfall, UserWarning, stacklevel=3)
+        advice = self.mini_batch_closure_advice
+        if advice and not _is_all_the_data(data) and not getattr(self, "_advised", False):
+            self._advised = True
+            warnings.warn(advice, UserWarning, stacklevel=3)
 
     # ----------------------------------------------------------------------------------------------
     # What each model provides.

@@ -103,12 +103,6 @@ class VIConcave(GaussianSitesModel):
     default_route = "persistent"
     objective_is_bound = True
     multi_class_likelihoods = (gpflow.likelihoods.Softmax,)
-    full_data_closure_shortfall = (
-        "VIConcave under gpflow.optimizers.Scipy can stop short of fit's optimum: on ijcnn1 "
-        "three runs ended 0.008 to 0.021 nats per point below fit's ELBO (stopped by L-BFGS-B's "
-        "relative-reduction test), and on a 10-D set of 5000 points 0.8 accuracy points worse "
-        "than fit. Train it with gpflow_fastvi.fit(model, data), or check the result against it."
-    )
 
     @classmethod
     def checked_likelihood(

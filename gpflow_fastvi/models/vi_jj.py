@@ -70,15 +70,6 @@ class VIJJ(GaussianSitesModel):
     }
     default_route = "persistent"
     objective_is_bound = True
-    full_data_closure_shortfall = (
-        "VIJJ under gpflow.optimizers.Scipy seldom meets L-BFGS-B's own stopping tests: each "
-        "evaluation also steps the sites, and with the inducing inputs trained the loss kept "
-        "falling by more than L-BFGS-B's relative tolerance at every iteration. On 16,000 points "
-        "of make_classification (8 features, 100 inducing inputs) it ran all of maxiter=1000 "
-        "iterations (183 s, three times the SVGP it replaced) for the answer fit reached in 14 s "
-        "(test NLL 0.122 against fit's 0.125). Train it with gpflow_fastvi.fit(model, data), or "
-        "give Scipy options=dict(maxiter=...)."
-    )
 
     @classmethod
     def checked_likelihood(
