@@ -21,7 +21,7 @@ sooner than SVGP + Adam at 0.01 in the same runs.
 
 MAX_PASSES = 1000
 """The default cap on the iterations of ``fit``'s SVI route over mini-batches; :class:`Plateau`
-ended the runs measured after 41–83 passes of 16 or more batches, 330–390 passes of one."""
+ended the runs measured after 78–83 passes of 16 batches, 90–142 of three or four, 330–360 of one."""
 
 PLATEAU_PATIENCE = 3
 """The shortest window of :class:`Plateau`, in passes: the mean of the last this many passes
