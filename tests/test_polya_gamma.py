@@ -154,6 +154,78 @@ def test_the_plateau_schedule_halves_the_steps_at_each_plateau_and_then_stops(bi
     assert float(svi.step_scale) == 0.5**fv.training.plateau.PLATEAU_HALVINGS
 
 
+# The mean ELBO estimates of the first 58 passes of PolyaGammaSVGP's SVI on 1,669 points (18
+# features of scikit-learn's make_classification, 50 inducing inputs, batches of 1000: one step
+# per pass). The full-data bound rose from -864 to -441 over them and went on rising to -392;
+# windows of three passes read their scatter as five plateaus and ended the run here.
+ONE_STEP_PASSES = [float(e) for e in """
+    -837.7 -761.8 -700.4 -644.0 -609.0 -572.7 -568.8 -536.7 -528.1 -532.2 -523.0 -511.6 -500.6
+    -479.7 -497.4 -481.3 -496.1 -475.4 -477.7 -450.4 -455.6 -465.9 -462.1 -460.8 -444.0 -455.1
+    -457.9 -463.6 -437.1 -455.5 -448.4 -458.1 -428.7 -452.2 -468.3 -436.3 -425.6 -431.2 -442.7
+    -445.4 -427.4 -442.8 -459.1 -457.5 -447.8 -448.4 -427.5 -441.7 -443.5 -449.3 -431.3 -435.4
+    -456.1 -432.4 -441.9 -428.3 -443.8 -457.4
+""".split()]
+
+
+class CountedHalvings:
+    """Stands in for a NaturalGradientSVI: counts the plateau schedule's halvings."""
+
+    def __init__(self):
+        self.halvings = 0
+
+    def scale_steps(self, factor):
+        assert factor == 0.5
+        self.halvings += 1
+
+
+def test_the_plateau_schedule_does_not_read_the_scatter_of_one_step_passes_as_plateaus():
+    svi = CountedHalvings()
+    plateau = fv.training.plateau.Plateau(svi, points=1669)
+    assert not any(plateau.after_pass(e) for e in ONE_STEP_PASSES)
+    assert svi.halvings == 0
+    # Windows long enough that two windows' means differ by less than the rise allowed.
+    noise = fv.training.plateau.pass_noise(plateau.residuals)
+    assert 8.0 < noise < 20.0
+    assert plateau.window() > 10 * fv.training.plateau.PLATEAU_PATIENCE // 2
+
+
+def test_the_plateau_window_grows_with_the_scatter_of_the_passes(rng):
+    plateau = fv.training.plateau
+    trend = np.linspace(0.0, 50.0, 400)
+    for sigma in (0.5, 5.0, 50.0):
+        residuals = plateau.pass_residuals(trend + rng.normal(0.0, sigma, trend.size))
+        assert plateau.pass_noise(residuals) == pytest.approx(sigma, rel=0.15)
+    assert plateau.plateau_window(0.0, 1.0) == plateau.PLATEAU_PATIENCE
+    assert plateau.plateau_window(0.1, 1.0) == plateau.PLATEAU_PATIENCE
+    w = plateau.plateau_window(10.0, 0.1)
+    assert 10.0 * np.sqrt(2.0 / w) <= w * 0.1 < 10.0 * np.sqrt(2.0 / (w - 1)) + 0.1
+    assert plateau.plateau_window(1e9, 0.1) == plateau.MAX_WINDOW
+    with pytest.raises(ValueError, match="tolerance must be positive"):
+        plateau.plateau_window(1.0, 0.0)
+    with pytest.raises(ValueError, match="at least one residual"):
+        plateau.pass_noise([])
+
+
+def test_mini_batch_svi_ends_at_the_same_bound_from_two_lengthscale_starts(rng):
+    """One step per pass (1500 points, batches of 1000): the run stops by its plateau schedule at
+    an answer that does not depend on where its lengthscales started."""
+    N, D = 1500, 6
+    data = make_binary_data(rng, N=N, D=D)
+    bounds = []
+    for lengthscale in (0.3, 3.0):
+        model = fv.PolyaGammaSVGP(
+            gpflow.kernels.SquaredExponential(lengthscales=[lengthscale] * D),
+            gpflow.likelihoods.Bernoulli(**LOGIT),
+            data[0][:20].copy(),
+            num_data=N,
+            train_inducing=False,
+        )
+        trace = fv.fit(model, data)
+        assert trace.stop_reason == "converged" and len(trace) < fv.training.plateau.MAX_PASSES
+        bounds.append(float(model.elbo(data)) / N)
+    assert bounds[0] == pytest.approx(bounds[1], abs=0.01)
+
+
 @pytest.mark.slow
 def test_mini_batch_svi_converges_by_itself_to_the_full_batch_answer(rng):
     """With its defaults the mini-batch route ends by the plateau schedule, not a cap, near the
