@@ -305,7 +305,9 @@ def test_caller_arrays_are_never_modified(binary_data):
     "model_class",
     [
         fv.VIJJ,
-        lambda *args: fv.VITaylor(*args, likelihood=gpflow.likelihoods.Bernoulli(tf.sigmoid)),
+        lambda *args, **kwargs: fv.VITaylor(
+            *args, likelihood=gpflow.likelihoods.Bernoulli(tf.sigmoid), **kwargs
+        ),
     ],
     ids=["VIJJ", "VITaylor-logit"],
 )

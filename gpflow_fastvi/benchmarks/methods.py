@@ -121,12 +121,12 @@ def run_data_holding_model(
     X, _ = data
     model_class = getattr(gpflow_fastvi, model_name)
     model = model_class(
-        data,
         make_kernel(X.shape[1]),
-        likelihood=make_likelihood(num_classes, model_name),
-        inducing_variable=Z.copy(),
+        make_likelihood(num_classes, model_name),
+        Z.copy(),
         train_inducing=train_inducing,
         num_latent_gps=1 if num_classes == 2 else num_classes,
+        data=data,
     )
     metrics = metrics_function(model, model.elbo if num_classes == 2 else None, *test)
     initial = {"iteration": 0, "time": 0.0, **metrics()}

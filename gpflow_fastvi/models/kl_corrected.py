@@ -53,7 +53,7 @@ class KLCorrected(GaussianSitesModel):
       it everywhere else, by KL[q(f̄) ‖ p(f̄ | ⟨f⟩)].
 
     **Two forms.** Built as SVGP is, ``KLCorrected(kernel, likelihood, Z, num_data=N)``, with the
-    data per call, or holding its data, ``KLCorrected((X, Y), kernel, likelihood, ...)``. Holding
+    data per call, or holding its data, ``KLCorrected(kernel, likelihood, data=(X, Y))``. Holding
     its data and without ``inducing_variable`` the model is the full GP of the paper, like
     :class:`gpflow.models.VGP`: q(f̄) is over f̄(X), and each E-step costs O(N³);
     the KL-corrected bound is then exactly the marginal likelihood of :class:`gpflow.models.GPR`
@@ -144,7 +144,7 @@ class KLCorrected(GaussianSitesModel):
     ):
         """
         Arguments as for :class:`~gpflow_fastvi.models.base.GaussianSitesModel` (SVGP's, and
-        ``data`` for the data-holding form ``KLCorrected((X, Y), kernel, likelihood, ...)``), and:
+        ``data`` for the data-holding form ``KLCorrected(kernel, likelihood, data=(X, Y))``), and:
 
         :param likelihood: any log-concave :class:`gpflow.likelihoods.ScalarLikelihood`; default GPflow's
             ``Bernoulli()``, the probit link of the paper. Binary labels may be {0, 1} or {−1, +1}.

@@ -64,7 +64,7 @@ class VIConcave(GaussianSitesModel):
     Gaussian, Gauss–Hermite quadrature for the Bernoulli links); the paper's piecewise bound for
     the logit is not used: quadrature is exact to rounding at the same cost.
 
-    **Two forms.** ``VIConcave((X, Y), kernel, likelihood)`` holds its data; with no
+    **Two forms.** ``VIConcave(kernel, likelihood, data=(X, Y))`` holds its data; with no
     ``inducing_variable`` it is the full GP (Z = X, like :class:`gpflow.models.VGP`; O(N³) per
     step, for N up to a few thousand), with one (an array Z, a GPflow inducing variable, or an int
     M for k-means centres) the sparse form. SVGP's signature,

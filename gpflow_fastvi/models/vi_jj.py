@@ -24,7 +24,7 @@ class VIJJ(GaussianSitesModel):
     and the n values ξ only (:mod:`gpflow_fastvi.gaussian.collapsed`).
 
     Built as :class:`gpflow.models.SVGP` is, ``VIJJ(kernel, likelihood, Z, num_data=N)`` with the
-    data per call, or holding its data, ``VIJJ((X, Y), kernel, Z)`` (Z may then be an int M for
+    data per call, or holding its data, ``VIJJ(kernel, likelihood, Z, data=(X, Y))`` (Z may then be an int M for
     k-means centres); the likelihood defaults to ``Bernoulli(invlink=tf.sigmoid)``. ξ is not
     stored: it is read off q(u) (ξ² = E_q[f²]) in every pass.
 

@@ -29,7 +29,7 @@ class VITaylor(GaussianSitesModel):
     Titsias' bound, the objective of :class:`gpflow.models.SGPR`.
 
     Built as :class:`gpflow.models.SVGP` is, ``VITaylor(kernel, likelihood, Z, num_data=N)`` with
-    the data per call, or holding its data, ``VITaylor((X, Y), kernel, Z, likelihood=...)``; the
+    the data per call, or holding its data, ``VITaylor(kernel, likelihood, Z, data=(X, Y))``; the
     likelihood defaults to ``Bernoulli(invlink=tf.sigmoid)``. ξ is not stored: it is read off
     q(u) (ξ = E_q[f]) in every pass.
 
