@@ -251,8 +251,20 @@ class KLCorrected(GaussianSitesModel):
         f_evidence: tf.Tensor,
         cavity_mean: tf.Tensor,
     ) -> Sites:
-        """The PPA sites of the stored q(fₙ) (:func:`~gpflow_fastvi.sites.ppa.ppa_sites`)."""
-        return ppa_sites(f_mean, f_var, f_evidence, tf.convert_to_tensor(self.beta))
+        """
+        The PPA sites of the stored q(fₙ) (:func:`~gpflow_fastvi.sites.ppa.ppa_sites`). Their
+        value holds q(fₙ) fixed; so does their gradient in the likelihood's own parameters φ,
+        which by the envelope theorem is that of the bound maximised over q(fₙ): at the tilted
+        q(fₙ), E_q(fₙ)[∂φ log p(yₙ | fₙ)] = ∂φ log Zₙ at the held cavity mean. That term is
+        added with a zero value, and only where the likelihood has trainable parameters.
+        """
+        beta = tf.convert_to_tensor(self.beta)
+        sites = ppa_sites(f_mean, f_var, f_evidence, beta)
+        if not self.likelihood.trainable_variables:
+            return sites
+        held_beta, held_mean = tf.stop_gradient(beta), tf.stop_gradient(cavity_mean)
+        log_Z = self._log_normaliser(X, Y, held_beta)(held_mean)[:, None]
+        return sites._replace(a=sites.a + (log_Z - tf.stop_gradient(log_Z)))
 
     def step_rule(
         self,
@@ -281,13 +293,16 @@ class KLCorrected(GaussianSitesModel):
         beta = tf.convert_to_tensor(self.beta)
         return newton_sites(f_mean, f_var, f_evidence, cavity_mean, beta)
 
-    def _log_normaliser(self, X: tf.Tensor, Y: tf.Tensor) -> LogNormaliser:
+    def _log_normaliser(
+        self, X: tf.Tensor, Y: tf.Tensor, beta: Optional[tf.Tensor] = None
+    ) -> LogNormaliser:
         """
         μ ↦ log Zₙ(μₙ) = log ∫ p(yₙ | f) N(f | μₙ, β⁻¹) df, the likelihood's predictive density;
         for the logit Bernoulli its Gauss–Hermite rule in log space on the stable log σ(y f)
-        (GPflow's takes the log of 1 − Zₙ, which rounds to log 0 for a confident point).
+        (GPflow's takes the log of 1 − Zₙ, which rounds to log 0 for a confident point). β is
+        the model's unless given.
         """
-        beta = tf.convert_to_tensor(self.beta)
+        beta = tf.convert_to_tensor(self.beta) if beta is None else beta
 
         def log_Z(cavity_mean: tf.Tensor) -> tf.Tensor:
             cavity_var = tf.ones_like(cavity_mean) / beta

@@ -50,8 +50,8 @@ def pass_residuals(estimates: Sequence[float]) -> np.ndarray:
 def pass_noise(residuals: Sequence[float]) -> float:
     """
     The standard deviation σ of one pass's mean ELBO estimate about the run's trend, from its
-    residuals (:func:`pass_residuals`): the median of |eₜ| is 0.6745 σ √1.5 for Gaussian noise,
-    and is not pulled up by the few residuals of a fast rise or of a halving.
+    residuals (:func:`pass_residuals`): the median of the absolute eₜ is 0.6745 σ √1.5 for
+    Gaussian noise, and is not pulled up by the few residuals of a fast rise or of a halving.
     """
     r = np.abs(np.asarray(residuals, dtype=float))
     if r.size == 0:
