@@ -320,4 +320,10 @@ def _build(
     return cls(kernel, likelihood, Z, num_data=num_data, num_latent_gps=num_classes)
 
 
-__all__ = ["GPClassifier", "BINARY_MODELS", "MULTICLASS_MODELS", "DEFAULT_MODEL"]
+__all__ = [
+    "GPClassifier",
+    "BINARY_MODELS",
+    "MULTICLASS_MODELS",
+    "DEFAULT_MODEL",
+    "PREDICTIVE_DRAWS",
+]
