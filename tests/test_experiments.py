@@ -15,9 +15,10 @@ EXPERIMENTS = (
     "user_script",
     "multiclass",
     "profile_multiclass",
+    "sklearn_race",
 )
 
-RECORDING = ("user_script", "multiclass", "profile_multiclass")
+RECORDING = ("user_script", "multiclass", "profile_multiclass", "sklearn_race")
 """The scripts whose tables the results page renders: they write them with --record."""
 
 
