@@ -58,7 +58,9 @@ def test_the_augmented_bound_is_below_the_expected_log_density(num_classes, labe
     bound = expected_sites(sites, mu, var)[0]
     exact = expected_log_density(label, mu[0], var[0])
     assert bound <= exact + 1e-9
-    assert bound > exact - 3.0  # a loose bound, not a meaningless one
+    # A loose bound, not a meaningless one: over this range of q(f) its gap reaches 4.6 nats on a
+    # grid (two classes, the label's mean at −6, a variance of e²), not 3 as once assumed.
+    assert bound > exact - 8.0
 
 
 def test_the_optimal_locals_are_a_stationary_maximum():
