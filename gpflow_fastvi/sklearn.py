@@ -26,6 +26,7 @@ from . import models
 from .inducing import greedy_inducing_points, kmeans_inducing_points
 from .likelihoods import LogisticSoftmax
 from .training import fit as fit_model
+from .validation import positive_int
 
 try:  # scikit-learn ≥ 1.6
     from sklearn.utils.validation import validate_data as _validate_data
@@ -195,10 +196,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     def _check_parameters(self) -> None:
         if self.inducing not in ("kmeans", "greedy"):
             raise ValueError(f"inducing must be 'kmeans' or 'greedy', not {self.inducing!r}.")
-        if isinstance(self.n_inducing, bool) or not isinstance(self.n_inducing, (int, np.integer)):
-            raise ValueError(f"n_inducing must be a positive int, not {self.n_inducing!r}.")
-        if self.n_inducing < 1:
-            raise ValueError(f"n_inducing must be a positive int, not {self.n_inducing!r}.")
+        positive_int(self.n_inducing, "n_inducing")
         if self.kernel is not None and self.lengthscale is not None:
             raise ValueError(
                 "lengthscale starts the default kernel's lengthscales; with a kernel of your own, "

@@ -252,11 +252,10 @@ class KLCorrected(GaussianSitesModel):
         cavity_mean: tf.Tensor,
     ) -> Sites:
         """
-        The PPA sites of the stored q(fₙ) (:func:`~gpflow_fastvi.sites.ppa.ppa_sites`). Their
-        value holds q(fₙ) fixed; so does their gradient in the likelihood's own parameters φ,
-        which by the envelope theorem is that of the bound maximised over q(fₙ): at the tilted
-        q(fₙ), E_q(fₙ)[∂φ log p(yₙ | fₙ)] = ∂φ log Zₙ at the held cavity mean. That term is
-        added with a zero value, and only where the likelihood has trainable parameters.
+        The PPA sites of the stored q(fₙ) (:func:`~gpflow_fastvi.sites.ppa.ppa_sites`), which
+        hold q(fₙ) fixed. Their gradient in the likelihood's own parameters φ is that of the bound
+        maximised over q(fₙ) (the envelope theorem), E_q(fₙ)[∂φ log p(yₙ | fₙ)] = ∂φ log Zₙ at the
+        held cavity mean: a term of zero value, added where the likelihood has trainable ones.
         """
         beta = tf.convert_to_tensor(self.beta)
         sites = ppa_sites(f_mean, f_var, f_evidence, beta)
@@ -299,9 +298,8 @@ class KLCorrected(GaussianSitesModel):
         """
         μ ↦ log Zₙ(μₙ) = log ∫ p(yₙ | f) N(f | μₙ, β⁻¹) df, the likelihood's predictive density;
         for the logit Bernoulli its Gauss–Hermite rule in log space on the stable log σ(y f)
-        (GPflow's takes the log of 1 − Zₙ, which rounds to log 0 for a confident point). β is
-        the model's unless given.
-        """
+        (GPflow's takes the log of 1 − Zₙ, which rounds to log 0 for a confident point); β the
+        model's unless given."""
         beta = tf.convert_to_tensor(self.beta) if beta is None else beta
 
         def log_Z(cavity_mean: tf.Tensor) -> tf.Tensor:
