@@ -16,9 +16,10 @@ EXPERIMENTS = (
     "multiclass",
     "profile_multiclass",
     "sklearn_race",
+    "softmax_gap",
 )
 
-RECORDING = ("user_script", "multiclass", "profile_multiclass", "sklearn_race")
+RECORDING = ("user_script", "multiclass", "profile_multiclass", "sklearn_race", "softmax_gap")
 """The scripts whose tables the results page renders: they write them with --record."""
 
 

@@ -1,4 +1,4 @@
-"""VIConcave with GPflow's Softmax(C): the bound on E[log softmax], its sites, the steps, fit."""
+"""VIConcave with GPflow's Softmax(C): E[log softmax] by fixed draws, its sites, the steps, fit."""
 
 import gpflow
 import numpy as np
@@ -6,8 +6,7 @@ import pytest
 import tensorflow as tf
 
 import gpflow_fastvi as fv
-from gpflow_fastvi.models.base import expected_log_softmax
-from gpflow_fastvi.sites import expectation_sites, log_softmax_bound
+from gpflow_fastvi.sites import expectation_sites, expected_log_softmax
 
 from .test_polya_gamma_multiclass import C, three_classes
 
@@ -36,54 +35,79 @@ def two_class_expectation(m, v, labels):
     return (-np.logaddexp(0.0, -d) * w).sum(1) / w.sum()
 
 
-def test_the_bound_lies_below_the_expectation_and_is_exact_where_theory_says(rng):
-    """For two classes E[log softmax] is a 1-D integral: the bound is below it, and equal to it
-    when the other class's variance is 0 (no Jensen gap is left). For four classes it is below a
-    Monte Carlo estimate and above the bound that puts the whole log-sum-exp under Jensen."""
-    m = rng.normal(0.0, 2.0, (50, 2))
-    v = rng.uniform(0.01, 3.0, (50, 2))
-    labels = rng.integers(0, 2, 50)
+def plain_monte_carlo(m, v, labels, draws=2**18, seed=0):
+    """E[log softmax(f)_y] per point by plain Monte Carlo in NumPy, independent of the package."""
+    rng = np.random.default_rng(seed)
+    totals = np.zeros(len(m))
+    chunk = 2**14
+    for _ in range(draws // chunk):
+        f = m[:, None, :] + np.sqrt(v)[:, None, :] * rng.standard_normal(
+            (len(m), chunk, m.shape[1])
+        )
+        own = np.take_along_axis(f, labels[:, None, None].repeat(chunk, 1), 2)[..., 0]
+        totals += (own - np.logaddexp.reduce(f, axis=2)).sum(1)
+    return totals / draws
+
+
+def test_the_fixed_draws_give_the_softmax_expectation_within_a_thousandth_of_a_nat(rng):
+    """For two classes E[log softmax(f)_y] is a 1-D integral (exact by quadrature), for five a
+    NumPy Monte Carlo estimate with 2¹⁸ draws per point: the default fixed draws' mean error
+    over the points is below 10⁻³ nats. Jensen's inequality over the other classes, the closed
+    form the draws replaced, is measurably further off."""
+    m = rng.normal(0.0, 2.0, (200, 2))
+    v = rng.uniform(0.01, 3.0, (200, 2))
+    labels = rng.integers(0, 2, 200)
     Y = tf.constant(labels[:, None].astype(np.float64))
     exact = two_class_expectation(m, v, labels)
-    bound = log_softmax_bound(tf.constant(m), tf.constant(v), Y).numpy()
-    assert np.all(bound <= exact + 1e-12)
-    assert np.max(exact - bound) > 1e-2  # not trivially equal: the gap is real
-    v_own_only = v * np.eye(2)[labels]
-    exact = two_class_expectation(m, v_own_only, labels)
-    bound = log_softmax_bound(tf.constant(m), tf.constant(v_own_only), Y, nodes=200).numpy()
-    np.testing.assert_allclose(bound, exact, rtol=1e-9, atol=1e-12)
+    ours = expected_log_softmax(tf.constant(m), tf.constant(v), Y).numpy()
+    assert abs(np.mean(ours - exact)) < 1e-3
+    assert np.mean(np.abs(ours - exact)) < 3e-3
 
-    m = rng.normal(0.0, 2.0, (40, 4))
-    v = rng.uniform(0.01, 2.0, (40, 4))
-    Y = tf.constant(rng.integers(0, 4, (40, 1)).astype(np.float64))
-    bound = log_softmax_bound(tf.constant(m), tf.constant(v), Y).numpy()
-    estimate = expected_log_softmax(tf.constant(m), tf.constant(v), Y, draws=100_000).numpy()
-    assert np.all(bound <= estimate + 0.01)  # 0.01: several Monte Carlo errors
-    own = np.eye(4)[Y.numpy()[:, 0].astype(int)]
-    jensen = (own * m).sum(1) - np.log(np.exp(m + v / 2).sum(1))
-    assert np.all(bound >= jensen - 1e-12)
+    m = rng.normal(0.0, 1.5, (40, 5))
+    v = rng.uniform(0.05, 2.0, (40, 5))
+    labels = rng.integers(0, 5, 40)
+    Y = tf.constant(labels[:, None].astype(np.float64))
+    reference = plain_monte_carlo(m, v, labels)
+    ours = expected_log_softmax(tf.constant(m), tf.constant(v), Y).numpy()
+    assert abs(np.mean(ours - reference)) < 1e-3
+    own = np.eye(5)[labels].astype(bool)
+    x, w = np.polynomial.hermite_e.hermegauss(40)
+    f_y = m[own][:, None] + np.sqrt(v[own])[:, None] * x
+    others = np.where(own, -np.inf, m + v / 2)
+    jensen = -np.logaddexp(0.0, np.logaddexp.reduce(others[:, None, :] - f_y[..., None], axis=2))
+    assert np.mean(reference - jensen @ (w / w.sum())) > 5e-3
 
 
-def test_the_sites_of_a_point_touch_the_bound_in_every_class(rng):
-    """Summed over the classes, the sites' expectation is the bound at (m, v), with its gradient
-    in every m_c and v_c."""
+def test_the_expectation_is_deterministic_and_blind_to_a_common_shift(rng):
+    """The same number at every call, and unchanged when every class's mean moves together."""
     m = tf.constant(rng.normal(0.0, 2.0, (30, C)))
     v = tf.constant(rng.uniform(0.05, 2.0, (30, C)))
     Y = tf.constant(rng.integers(0, C, (30, 1)).astype(np.float64))
-    sites = expectation_sites(lambda m, v: log_softmax_bound(m, v, Y), m, v)
+    first = expected_log_softmax(m, v, Y).numpy()
+    np.testing.assert_array_equal(expected_log_softmax(m, v, Y), first)
+    np.testing.assert_allclose(expected_log_softmax(m + 3.7, v, Y), first, rtol=1e-12)
+
+
+def test_the_sites_of_a_point_touch_the_expectation_in_every_class(rng):
+    """Summed over the classes, the sites' expectation is fᵦ at (m, v), with its gradient in
+    every m_c and v_c; the site precisions are not negative."""
+    m = tf.constant(rng.normal(0.0, 2.0, (30, C)))
+    v = tf.constant(rng.uniform(0.05, 2.0, (30, C)))
+    Y = tf.constant(rng.integers(0, C, (30, 1)).astype(np.float64))
+    sites = expectation_sites(lambda m, v: expected_log_softmax(m, v, Y), m, v)
     assert np.all(sites.w.numpy() >= 0.0)
     with tf.GradientTape(persistent=True) as tape:
         tape.watch([m, v])
-        bound = log_softmax_bound(m, v, Y)
+        f_b = expected_log_softmax(m, v, Y)
         touching = tf.reduce_sum(sites.a + sites.b * m - 0.5 * sites.w * (m**2 + v), axis=1)
-    np.testing.assert_allclose(touching, bound, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(touching, f_b, rtol=1e-10, atol=1e-12)
     for variable in (m, v):
         np.testing.assert_allclose(
-            tape.gradient(touching, variable), tape.gradient(bound, variable), atol=1e-10
+            tape.gradient(touching, variable), tape.gradient(f_b, variable), atol=1e-10
         )
 
 
-def test_the_steps_climb_to_a_stationary_point_of_the_bound_with_centred_means(rng):
+def test_the_steps_climb_to_a_stationary_point_of_the_elbo_with_centred_means(rng):
     """At fixed θ the steps never lower the objective; where they stop, its gradient in the
     whitened means is zero and the means sum to zero over the classes (the softmax does not see
     a shift common to all of them, so the KL alone sets it)."""
@@ -102,8 +126,8 @@ def test_the_steps_climb_to_a_stationary_point_of_the_bound_with_centred_means(r
 
 def test_fit_learns_three_classes_as_gpflow_svgp_does(rng, tmp_path):
     """fit on 300 points of three classes: test accuracy within 2 points of GPflow's SVGP with
-    Softmax trained by Scipy from the same start; the objective is below the ELBO (by many
-    draws); a checkpoint restores into SVGP(num_latent_gps=C) and predicts the same."""
+    Softmax trained by Scipy from the same start; the objective is the ELBO; a checkpoint restores into SVGP(num_latent_gps=C) and predicts the same.
+    """
     data = three_classes(rng, N=300)
     test = three_classes(np.random.default_rng(11), N=300)
     model = make_model(data, M=20)
@@ -124,11 +148,13 @@ def test_fit_learns_three_classes_as_gpflow_svgp_does(rng, tmp_path):
     )
     theirs = np.mean(svgp.predict_y(test[0])[0].numpy().argmax(axis=1) == test[1][:, 0])
     assert accuracy > max(0.9, theirs - 0.02)
-    elbo = model.variational_bound(  # the ELBO, by 20,000 draws instead of elbo()'s 64
-        lambda X, Y: tf.reduce_sum(expected_log_softmax(*model.predict_f(X), Y, draws=20_000)),
-        data,
-    )
-    assert float(model.objective(data)) < float(elbo) + 1.0
+    # The objective is SVGP's ELBO at the model's q(u), and the fixed draws' estimate of it is
+    # within 10⁻³ nats per point of an independent estimate with 2¹⁸ draws per point.
+    np.testing.assert_allclose(float(model.objective(data)), float(model.elbo(data)), rtol=1e-12)
+    Fmu, Fvar = (t.numpy() for t in model.predict_f(data[0]))
+    labels = data[1][:, 0].astype(int)
+    ours = expected_log_softmax(tf.constant(Fmu), tf.constant(Fvar), tf.constant(data[1])).numpy()
+    assert abs(np.mean(ours - plain_monte_carlo(Fmu, Fvar, labels))) < 1e-3
     path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
     tf.train.Checkpoint(model=svgp).read(path).assert_existing_objects_matched()
     for a, b in zip(model.predict_f(test[0]), svgp.predict_f(test[0])):
@@ -136,10 +162,10 @@ def test_fit_learns_three_classes_as_gpflow_svgp_does(rng, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_bound_of_accepted_iterates_never_falls():
+def test_the_elbo_of_accepted_iterates_never_falls():
     """
     fit's persistent route on scikit-learn's wine set (178 points, 13 features, 3 classes): the
-    objective, the softmax ELBO's lower bound at the adopted q(u), rises at every accepted
+    objective, the softmax ELBO at the adopted q(u), rises at every accepted
     iterate, L-BFGS-B's restarts included (each evaluation steps from the better of the stored
     q(u) and the sites' optimum, so it is never below the state it starts from).
     """

@@ -31,7 +31,7 @@ model                 objective after the evaluation's own steps on q(u)        
 ``VIJJ``              collapsed Jaakkola–Jordan bound, three site steps          yes, unless the
 ``VITaylor``          collapsed Taylor approximation, three site steps           loss is higher
 ``KLCorrected``       KL-corrected bound, three E-steps                          than the stored
-``VIConcave``         SVGP's ELBO (for ``Softmax``, with log Σ exp bounded),     q(u)'s
+``VIConcave``         SVGP's ELBO (``Softmax``'s by fixed quasi-random draws),   q(u)'s
                       three ascent steps
 ``PolyaGammaSVGP``    Pólya-Gamma ELBO, three natural-gradient steps of size 1
 ``KLCorrected``       with ``bound="standard"``: the standard bound at the q(u)   yes, always
@@ -56,7 +56,6 @@ from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 from ..distribution import set_trainable
 from ..gaussian import kl_to_prior
 from ..inducing import InducingSpec, set_inducing_trainable
-from ..likelihoods import one_hot_classes
 from ..model_checks import (
     check_latent_functions,
     check_svgp_options,
@@ -66,6 +65,7 @@ from ..model_checks import (
     svgp_initial_q,
     svgp_num_latent_gps,
 )
+from ..sites.expectation import expected_log_softmax
 from ..types import Data, Route
 from ..validation import (
     check_data,
@@ -86,28 +86,6 @@ def logit_log_prob(F: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
     confident point (a posterior mean, or a quadrature node of a wide q(fᵢ)).
     """
     return tf.math.log_sigmoid(signed_labels(Y) * F)
-
-
-SOFTMAX_DRAWS = 64
-"""The fixed standard-normal draws of :func:`expected_log_softmax`: its cost is draws × N × C
-exponentials, small beside the objective and its gradient (:ref:`defaults-softmax-draws`)."""
-
-
-def expected_log_softmax(
-    Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, draws: int = SOFTMAX_DRAWS
-) -> tf.Tensor:
-    """
-    E[f_y − log Σ_c exp f_c] [N] for independent fᵢ_c ~ N(Fmu, Fvar) [N, C] and classes Y [N, 1]:
-    E[f_y] exactly, E[log Σ_c exp f_c] by Monte Carlo with ``draws`` draws fixed once (a
-    stateless seed) and shared by the points. Unbiased as GPflow's
-    ``Softmax.variational_expectations`` is, but the same function of (Fmu, Fvar) at every call,
-    so that the watch of :func:`~gpflow_fastvi.fit` compares iterates, not draws.
-    """
-    C = int(Fmu.shape[-1])  # static: the model's number of latent functions
-    eps = tf.random.stateless_normal([draws, 1, C], seed=[20, 19], dtype=Fmu.dtype)
-    F = Fmu + tf.sqrt(Fvar) * eps  # [S, N, C]
-    own = one_hot_classes(Y, C, "Softmax", Fmu.dtype)
-    return tf.reduce_sum(own * Fmu, axis=1) - tf.reduce_mean(tf.reduce_logsumexp(F, -1), 0)
 
 
 PERSISTENT_ROUTE = Route(

@@ -24,7 +24,7 @@ from ..gaussian import (
     stored_q,
 )
 from ..model_checks import check_log_concave, check_scalar_likelihood
-from ..sites.expectation import expectation_sites, log_softmax_bound
+from ..sites.expectation import expectation_sites
 from ..types import Data, Sites, SiteStatistics, SteppedSites
 from ..validation import positive_int
 from .base import PERSISTENT_ROUTE, GaussianSitesModel
@@ -83,14 +83,13 @@ class VIConcave(GaussianSitesModel):
 
     **C classes.** ``VIConcave(kernel, gpflow.likelihoods.Softmax(C), Z, num_latent_gps=C)``, as
     GPflow's multi-class SVGP is built, with one q(u_c) per class stored as SVGP stores them and
-    labels {0, …, C − 1} of shape [N, 1]. E[log softmax(f)_y] has no closed form, and its Monte
-    Carlo estimate would make the steps' ELBO test and L-BFGS-B's line search see noise, so fᵦ is
-    replaced by the lower bound :func:`~gpflow_fastvi.sites.expectation.log_softmax_bound`
-    (Jensen's inequality over the other classes given f_y, one-dimensional quadrature over f_y),
-    exact where q(f) is confident. The objective is then the ELBO with that bound, a bound on
-    the ELBO itself, which is still :meth:`elbo` (a Monte Carlo estimate with fixed draws). Each
-    step is followed by removing the shift common to all classes (the softmax cannot see it, the
-    KL sets it), which the site steps would otherwise approach only slowly.
+    labels {0, …, C − 1} of shape [N, 1]. The objective is SVGP's softmax ELBO itself:
+    E[log softmax(f)_y] has no closed form, and a Monte Carlo estimate with new draws at every
+    call would make the steps' ELBO test and L-BFGS-B's line search see noise, so it is computed
+    with fixed quasi-random draws (:func:`~gpflow_fastvi.sites.expectation.expected_log_softmax`),
+    one deterministic function of the marginals, within 10⁻³ nats per point of the expectation.
+    Each step is followed by removing the shift common to all classes (the softmax cannot see
+    it, the KL sets it), which the site steps would otherwise approach only slowly.
 
     Likelihoods: any :class:`gpflow.likelihoods.ScalarLikelihood` whose log-density is concave
     in f (Bernoulli with the logit or probit link, Poisson, Gaussian, Exponential, Gamma), and
@@ -120,18 +119,6 @@ class VIConcave(GaussianSitesModel):
         check_log_concave(likelihood, "VIConcave")
         return likelihood
 
-    def concave_expectation(
-        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
-    ) -> tf.Tensor:
-        """
-        fᵦ [N], the expected log-likelihood the steps maximise: the likelihood's own
-        (:meth:`expected_log_density`), or for the softmax of C classes the closed-form lower
-        bound :func:`~gpflow_fastvi.sites.expectation.log_softmax_bound` on it.
-        """
-        if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
-            return log_softmax_bound(Fmu, Fvar, Y)
-        return self.expected_log_density(X, Y, Fmu, Fvar)
-
     def shift_removed(self, q: WhitenedQ) -> WhitenedQ:
         """
         q(v) as a step left it, or for the softmax with the common shift of its latent functions
@@ -153,7 +140,7 @@ class VIConcave(GaussianSitesModel):
     def site_rule(self, X: tf.Tensor, Y: tf.Tensor, m: tf.Tensor, v: tf.Tensor) -> Sites:
         """The sites of fᵦ at (m, v) (:func:`~gpflow_fastvi.sites.expectation.expectation_sites`)."""
         return expectation_sites(
-            lambda m, v: self.concave_expectation(X, Y, m, v),
+            lambda m, v: self.expected_log_density(X, Y, m, v),
             m,
             v,
             name=type(self.likelihood).__name__,
@@ -164,20 +151,12 @@ class VIConcave(GaussianSitesModel):
         data: Optional[RegressionData] = None,
         site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
     ) -> tf.Tensor:
-        """
-        The bound the steps maximise at the stored q(u): the standard ELBO, :meth:`elbo`, or for
-        the softmax the ELBO with fᵦ replaced by its lower bound
-        (:meth:`concave_expectation`), below :meth:`elbo` by the bound's gap.
-        """
+        """The objective the steps maximise at the stored q(u): the standard ELBO, :meth:`elbo`."""
         if site_parameters is not None:
             raise ValueError(
                 "VIConcave's objective is the ELBO at its q(u); it holds no site parameters."
             )
-
-        def expected_total(X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-            return tf.reduce_sum(self.concave_expectation(X, Y, *self.predict_f_at(X)))
-
-        return self.variational_bound(expected_total, data)
+        return self.elbo(data)
 
     # ----------------------------------------------------------------------------------------------
     # The steps.
@@ -224,7 +203,7 @@ class VIConcave(GaussianSitesModel):
             return total
         # The sites carry fᵦ's gradient in the marginals only; its gradient in the likelihood's
         # own parameters (a Gaussian's variance) is fᵦ's at the held marginals, added at value 0.
-        f_b = tf.reduce_sum(self.concave_expectation(X, Y, held_Fmu, held_Fvar))
+        f_b = tf.reduce_sum(self.expected_log_density(X, Y, held_Fmu, held_Fvar))
         return total + (f_b - tf.stop_gradient(f_b))
 
     def stepped_sites(

@@ -15,10 +15,14 @@ logistic-softmax      (y_ic − γ_ic)/2  (y_ic + γ_ic) E[PG(1, c_ic)]    yes
 The last rule gives C sites per point, one per class (labels one-hot, y_ic), for the multi-class
 likelihood :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax`. Taylor and expectation sites give
 one per point, or one per point and class for GPflow's ``Softmax`` (Taylor with the Hessian's
-diagonal; the expectation of the bound :func:`log_softmax_bound`).
+diagonal; the expectation by fixed draws, :func:`expected_log_softmax`).
 """
 
-from .expectation import expectation_sites, expected_log_density_gradient, log_softmax_bound
+from .expectation import (
+    expectation_sites,
+    expected_log_density_gradient,
+    expected_log_softmax,
+)
 from .jaakkola_jordan import jj_lambda, jj_log_sigmoid_bound, jj_optimal_xi, jj_sites
 from .logistic_softmax import (
     LogisticSoftmaxLocals,
@@ -33,11 +37,11 @@ __all__ = [
     "LogisticSoftmaxLocals",
     "expectation_sites",
     "expected_log_density_gradient",
+    "expected_log_softmax",
     "jj_lambda",
     "jj_log_sigmoid_bound",
     "jj_optimal_xi",
     "jj_sites",
-    "log_softmax_bound",
     "log_density_derivatives",
     "ls_alpha",
     "ls_optimal_locals",

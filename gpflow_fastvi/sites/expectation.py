@@ -23,13 +23,15 @@ quadrature rounding makes w slightly negative it is set to 0, as for Taylor site
 **C classes.** For a point with C latent values, q(fᵢ) = Π_c N(m_ic, v_ic) (the factorised q of
 GPflow's multi-class SVGP), the same rule gives one site per class, w_c = −2 ∂fᵦ/∂v_c and
 b_c = ∂fᵦ/∂m_c + w_c m_c, each carrying fᵦ/C: their sum touches fᵦ in every m_c and v_c. For
-GPflow's softmax fᵦ = E[f_y − log Σ_c exp f_c] has no closed form; :func:`log_softmax_bound`
-replaces it by a lower bound that does.
+GPflow's softmax fᵦ = E[f_y − log Σ_c exp f_c] has no closed form; :func:`expected_log_softmax`
+computes it with fixed quasi-random draws, a deterministic rule.
 """
 
+import functools
 from typing import Callable, Tuple
 
 import numpy as np
+import scipy.stats
 import tensorflow as tf
 from check_shapes import check_shapes
 
@@ -89,45 +91,56 @@ def expectation_sites(
     return Sites(a=a, b=b, w=w)
 
 
-SOFTMAX_BOUND_NODES = 20
-"""Gauss–Hermite nodes of :func:`log_softmax_bound`'s expectation over the own class's f_y (as
-many as GPflow's likelihoods use by default)."""
+SOFTMAX_DRAWS = 128
+"""The fixed draws of :func:`expected_log_softmax` (a power of two, as a Sobol sequence is
+balanced in blocks of 2ᵏ). On letter, satimage and scikit-learn's digits at fitted posteriors
+the mean of its error over the points was at most 3·10⁻⁴ nats against 10⁶ plain draws per point
+(:ref:`defaults-softmax-draws`)."""
+
+
+SOFTMAX_SEED = 20
+"""The seed of :func:`softmax_draws`' scrambling: every model and call uses the same draws."""
+
+
+@functools.lru_cache(maxsize=32)
+def softmax_draws(num_classes: int, draws: int = SOFTMAX_DRAWS) -> np.ndarray:
+    """
+    ``draws`` fixed points of N(0, I_C) [draws, C]: a scrambled Sobol sequence of a fixed seed
+    mapped through the normal quantile, then each column centred and scaled to unit variance, so
+    that the draws' first two moments are exactly those of N(0, I). Centring also keeps the
+    reparameterised derivative in the variance finite as the variance goes to zero.
+    """
+    sequence = scipy.stats.qmc.Sobol(num_classes, scramble=True, seed=SOFTMAX_SEED)
+    eps = scipy.stats.norm.ppf(sequence.random(draws))
+    eps = eps - eps.mean(axis=0)
+    eps = eps / eps.std(axis=0)
+    eps.setflags(write=False)  # cached: one array for every caller
+    return eps
 
 
 @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "Y: [N, 1]", "return: [N]")
-def log_softmax_bound(
-    Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, nodes: int = SOFTMAX_BOUND_NODES
+def expected_log_softmax(
+    Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, draws: int = SOFTMAX_DRAWS
 ) -> tf.Tensor:
     r"""
-    A lower bound on fᵦ = E[log softmax(f)_y] for independent f_c ~ N(m_c, v_c) and the class y
-    of each point (Y [N, 1], integer classes checked in the graph), in closed form but for one
-    one-dimensional expectation:
+    fᵦ = E[f_y − log Σ_c exp f_c] [N] for independent f_c ~ N(Fmu_c, Fvar_c) [N, C] and the class
+    y of each point (Y [N, 1], integer classes checked in the graph): GPflow's ``Softmax``
+    expectation, the one SVGP's ELBO holds.
 
-        fᵦ = −E[log(1 + Σ_{c≠y} e^{f_c − f_y})] ≥ −E_{f_y}[log(1 + Σ_{c≠y} e^{m_c + v_c/2 − f_y})].
+    E[f_y] = m_y is exact; E[log Σ_c exp f_c] is the mean over fixed quasi-random draws
+    (:func:`softmax_draws`, shared by the points) of the log-sum-exp at f = m + √v ε. So fᵦ is one
+    smooth, deterministic function of (Fmu, Fvar): the ELBO test of a site step and L-BFGS-B's
+    line search compare states, not draws, and the sites' derivatives in (m, v) are those of
+    that function (reparameterised, exact for it). Like each draw's −log Σ exp, it is concave in
+    (m, √v), and invariant to a shift common to every class.
 
-    Given f_y, Jensen's inequality on the concave log(1 + ·) moves the expectation over the other
-    classes inside, where the log-normal mean E[e^{f_c}] = e^{m_c + v_c/2} is exact; the
-    expectation over f_y is by Gauss–Hermite quadrature (``nodes`` nodes), as the binary
-    likelihoods' is. The gap is second order in Σ_{c≠y} e^{f_c − f_y}: it vanishes for a point q(f)
-    puts confidently in its own class, and as every v_{c≠y} → 0. Putting the whole log-sum-exp
-    under Jensen instead, fᵦ ≥ m_y − log Σ_c e^{m_c + v_c/2}, costs v_y/2 at a confident point; on
-    scikit-learn's digits that left VIConcave's bound 0.076 nats per point below the ELBO.
-
-    The integrand −log(1 + Σ_{c≠y} e^{s_c − f_y}) is jointly concave in f_y and the s_c, which are
-    affine in (m, v): fᵦ's bound has the structure of a binary log-concave likelihood's expected
-    log-density, and the sites of :func:`expectation_sites` are finite wherever v_y > 0.
+    Jensen's inequality over the other classes given f_y, the closed form this replaced, lay
+    0.0155, 0.0074 and 0.0276 nats per point below fᵦ on digits, satimage and letter; these
+    draws' error was 100 times smaller (:ref:`defaults-softmax-draws`).
     """
-    C = int(Fmu.shape[-1])
+    C = int(Fmu.shape[-1])  # static: the model's number of latent functions
+    eps = tf.constant(softmax_draws(C, draws), Fmu.dtype)  # [S, C]
     own = one_hot_classes(Y, C, "Softmax", Fmu.dtype)  # [N, C]
-    x, weights = np.polynomial.hermite_e.hermegauss(nodes)  # nodes for N(0, 1), unnormalised
-    x = tf.constant(x, Fmu.dtype)
-    weights = tf.constant(weights / weights.sum(), Fmu.dtype)
-    m_y = tf.reduce_sum(own * Fmu, axis=1, keepdims=True)  # [N, 1]
-    v_y = tf.reduce_sum(own * Fvar, axis=1, keepdims=True)
-    f_y = m_y + tf.sqrt(v_y) * x  # [N, H]
-    # log-normal means of the other classes, and −∞ (a zero term) in the own class's column
-    others = tf.where(own > 0, tf.constant(-np.inf, Fmu.dtype), Fmu + 0.5 * Fvar)
-    exponents = others[:, None, :] - f_y[:, :, None]  # [N, H, C]
-    one = tf.zeros_like(exponents[..., :1])  # log 1
-    log_terms = tf.reduce_logsumexp(tf.concat([one, exponents], axis=-1), axis=-1)  # [N, H]
-    return -tf.linalg.matvec(log_terms, weights)
+    F = Fmu[:, None, :] + tf.sqrt(Fvar)[:, None, :] * eps  # [N, S, C]
+    log_normaliser = tf.reduce_mean(tf.reduce_logsumexp(F, axis=-1), axis=-1)  # [N]
+    return tf.reduce_sum(own * Fmu, axis=-1) - log_normaliser
