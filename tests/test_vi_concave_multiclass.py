@@ -211,3 +211,26 @@ def test_the_binary_models_name_the_ones_that_take_c_classes(rng, model_class):
             X[:5],
             num_latent_gps=C,
         )
+
+
+def test_the_warm_start_reports_each_evaluation_as_a_row(rng):
+    """With C classes fit takes site steps at the starting θ before L-BFGS-B starts: each is a
+    row of the trace (its callback sees the model), so the first rows hold the starting
+    hyperparameters while the objective rises, and only later rows move them."""
+    data = three_classes(rng, N=150)
+    model = make_model(data)
+    start = model.kernel.lengthscales.numpy().copy()
+    seen = []
+    trace = fv.fit(
+        model,
+        data,
+        max_iter=6,
+        callback=lambda m: seen.append(m.kernel.lengthscales.numpy().copy()),
+    )
+    assert len(seen) == len(trace.rows) == 6
+    at_start = [np.array_equal(lengthscales, start) for lengthscales in seen]
+    assert at_start[0] and at_start[1]  # the warm start: θ has not moved
+    assert not at_start[-1]  # L-BFGS-B has
+    objective = trace.column("objective")
+    first = at_start.index(False)
+    assert np.all(np.diff(objective[:first]) > 0)

@@ -221,9 +221,9 @@ class VIConcave(GaussianSitesModel):
         in ``site_parameters`` (which ``fit`` keeps between evaluations when the data are in
         memory, as the result's ``site_parameters`` hand them on), or read per batch. Sites
         usually carry over a change of θ better than the whitened q(u) does, but that whole step
-        can lower the ELBO where the steps settle slowly (C classes), so the stored q(u) at this
-        θ is evaluated too and the steps go on from the better of the two: at the θ where q(u)
-        was set, the objective is never below the ELBO of the stored q(u). The later steps are
+        can lower the ELBO where the steps settle slowly (C classes), so at the θ where q(u) was
+        set the stored q(u) is evaluated too and the steps go on from the better of the two:
+        there the objective is never below the ELBO of the stored q(u). The later steps are
         :meth:`update_sites`'s, halved until the ELBO does not fall.
         """
         return self._ascent(self.passes.training_data(data), num_updates, site_parameters, True)
@@ -307,16 +307,22 @@ class VIConcave(GaussianSitesModel):
             )
             one = tf.ones((), L.dtype)
             optimal = q_from_natural(site_target(nest_stop_gradient(stats), one))
-            # The stored q(u) itself is the other candidate start: at the θ it was set at it is
-            # the state the steps must not fall below (an L-BFGS-B restart evaluates there), and
-            # the sites' optimum, a whole step, can lie below it where the steps settle slowly.
+            # The stored q(u) itself is the other candidate start, evaluated where it is read at
+            # this θ (the θ it was set at, or a q(u) set from outside): there it is the state the
+            # steps must not fall below (an L-BFGS-B restart evaluates there), and the sites'
+            # optimum, a whole step, can lie below it where the steps settle slowly. At another
+            # trial θ it is skipped: there it was below the sites' optimum at every evaluation
+            # of a fit on letter, and it costs a pass.
             starts = [
-                self.shift_removed(nest_stop_gradient(optimal)),
                 nest_stop_gradient(self.whitened(self.q_mu, self.q_sqrt, L)),
+                self.shift_removed(nest_stop_gradient(optimal)),
             ]
+            frame = self.q_frame
+            skip_stored = frame.belongs_to(self.q_mu, self.q_sqrt) & ~frame.is_at_model()
             steps = num_updates - 1
         else:
             starts = [nest_stop_gradient(self.whitened(self.q_mu, self.q_sqrt, L))]
+            skip_stored = tf.constant(False)
             steps = num_updates
         # What the loop keeps of a pass: in memory the sites and marginals ([N, L] each).
         if in_memory:
@@ -324,7 +330,7 @@ class VIConcave(GaussianSitesModel):
             nothing_kept: Any = (Sites(zeros, zeros, zeros), (zeros, zeros))
         else:
             nothing_kept = ()
-        q, kept = self._ascend(L, starts, steps, evaluate, nothing_kept)
+        q, kept = self._ascend(L, starts, steps, evaluate, nothing_kept, skip_stored)
         sites, marginals = kept if in_memory else (None, ())
         # In memory, the sites of the q(u) reached are those of the loop's last pass.
         per_rows = (
@@ -348,12 +354,13 @@ class VIConcave(GaussianSitesModel):
         num_updates: int,
         evaluate: Callable[[WhitenedQ], Tuple[tf.Tensor, SiteStatistics, Any]],
         held: Any,
+        skip_first: tf.Tensor,
     ) -> Tuple[WhitenedQ, Any]:
         """
         ``num_updates`` steps from the best of the candidate ``starts`` (each q(v) whitened by
         ``L``, one N(m_l, R_l R_lᵀ) per latent function, as one batch); returns the q(v) reached
         and what ``evaluate`` gave with it (``held`` is its shape before the first turn), held
-        fixed for the gradient.
+        fixed for the gradient; where ``skip_first`` holds, the first start is not evaluated.
 
         One loop, one pass over the data (``evaluate``: the ELBO of a q, its sites' statistics,
         and whatever else the caller keeps of the pass) per turn, so that the pass is traced
@@ -405,7 +412,7 @@ class VIConcave(GaussianSitesModel):
         q = starts[0]
         not_yet = NaturalParameters(eta1=tf.zeros_like(q.m), precision=tf.zeros_like(q.R))
         start = (
-            tf.constant(first),
+            tf.constant(first) + tf.cast(skip_first, tf.int32),
             tf.constant(0),
             q,
             tf.constant(-np.inf, L.dtype),

@@ -160,30 +160,46 @@ class PersistentRun:
     def report_sites(self, report: Report, x: Optional[np.ndarray] = None) -> bool:
         """Adopt the stepped sites at θ = x (:meth:`step_sites`) and report them, with the SVGP
         ELBO the evaluation computed for the watch when it did; returns whether to go on."""
-        stepped = self.step_sites(x)
-        yardstick = None if stepped.yardstick is None else float(stepped.yardstick)
-        return report(float(stepped.objective), yardstick=yardstick)
+        return report(*self._reported(self.step_sites(x)))
 
-    def warm_start(self) -> None:
-        """Adopt stepped sites at the starting θ until they settle (:data:`WARM_START_TOL`), by
-        the compiled evaluation L-BFGS-B uses (no second function to trace)."""
-        previous = float(self.step_sites().objective)
-        for _ in range(WARM_START_MAX_STEPS - 1):
-            current = float(self.step_sites().objective)
-            if abs(current - previous) <= WARM_START_TOL * max(1.0, abs(current)):
-                return
-            previous = current
+    @staticmethod
+    def _reported(stepped: SteppedSites) -> Tuple[float, Optional[float]]:
+        """The objective and yardstick a row records of ``stepped``."""
+        yardstick = None if stepped.yardstick is None else float(stepped.yardstick)
+        return float(stepped.objective), yardstick
+
+    def warm_start(self, report: Report) -> bool:
+        """
+        Adopt stepped sites at the starting θ until they settle (:data:`WARM_START_TOL`), by
+        the compiled evaluation L-BFGS-B uses (no second function to trace), each reported as
+        an outer iteration: the model's state moves on at each, and the first row comes after
+        one evaluation, not after all of them. Returns whether to go on.
+        """
+        previous = None
+        for _ in range(WARM_START_MAX_STEPS):
+            objective, yardstick = self._reported(self.step_sites())
+            if not report(objective, yardstick=yardstick):
+                return False
+            if previous is not None and abs(objective - previous) <= WARM_START_TOL * max(
+                1.0, abs(objective)
+            ):
+                return True
+            previous = objective
+        return True
 
     def iterate(self, report: Report) -> Optional[str]:
         """
         The plan's outer iterations: L-BFGS-B, reporting after each accepted iterate, started
         again from where it ended by itself until a fresh start takes at most one step.
         """
+        reported = False  # whether the run has a row yet
         if not self.model.objective_is_bound or self.model.num_latent_gps > 1:
-            self.warm_start()  # the sites and q(u) of the starting θ
+            # the sites and q(u) of the starting θ
+            if not self.warm_start(report):
+                return None
+            reported = True
         stopped = False  # whether ``report`` ended the run
         steps = 0
-        reported = False  # whether the run has a row yet
 
         def accepted(intermediate: scipy.optimize.OptimizeResult) -> None:
             nonlocal stopped, steps, reported
