@@ -1,12 +1,13 @@
 """
 Multi-class: :class:`~gpflow_fastvi.VIConcave` and :class:`~gpflow_fastvi.VITaylor` with GPflow's
 ``Softmax`` and :class:`~gpflow_fastvi.PolyaGammaSVGP` with
-:class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` against GPflow's multi-class SVGPs, on letter
-or satimage, in one process.
+:class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` against GPflow's multi-class SVGPs, on letter,
+satimage or scikit-learn's digits, in one process.
 
 ``python -m experiments.multiclass letter --budget 150`` builds, for each method, the same start:
 an ARD squared-exponential kernel with lengthscales √D, ``--inducing`` k-means inducing inputs
-(held fixed, the papers' protocol), inputs standardised by the training part's moments. Methods:
+(held fixed, the papers' protocol, unless ``--train-inducing``), inputs standardised by the
+training part's moments. Methods:
 
 - ``VIConcave``: ``VIConcave(kernel, Softmax(C), Z, num_latent_gps=C)``, ``fit(model, data,
   time_budget=budget)`` with every other default;
