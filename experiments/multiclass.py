@@ -47,6 +47,7 @@ import numpy as np
 import tensorflow as tf
 
 import gpflow_fastvi as fv
+from gpflow_fastvi.benchmarks.cli_args import add_record
 from gpflow_fastvi.benchmarks.pages import command_line, markdown_cells, write_table_record
 from gpflow_fastvi.datasets import load_benchmark
 from gpflow_fastvi.likelihoods import LogisticSoftmax
@@ -233,12 +234,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument(
         "--data-dir", default=os.environ.get("GPFLOW_FASTVI_DATA"), help="the benchmark files"
     )
-    parser.add_argument(
-        "--record",
-        metavar="FILE",
-        help="also write the table, with this command and today's date, as a table record "
-        "(gpflow_fastvi.benchmarks.pages renders it on a results page)",
-    )
+    add_record(parser)
     args = parser.parse_args(argv)
     split = load(args.set, args.data_dir)
     C = int(split[1].max()) + 1

@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 import gpflow_fastvi as fv
+from gpflow_fastvi.benchmarks.cli_args import add_record
 from gpflow_fastvi.benchmarks.pages import command_line, markdown_cells, write_table_record
 from gpflow_fastvi.benchmarks.scaling import compiled_seconds, matmul_rate
 from gpflow_fastvi.datasets import load_benchmark
@@ -80,12 +81,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("name", help="a multi-class benchmark set, e.g. letter")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--inducing", type=int, default=100)
-    parser.add_argument(
-        "--record",
-        metavar="FILE",
-        help="also write the table, with this command and today's date, as a table record "
-        "(gpflow_fastvi.benchmarks.pages renders it on a results page)",
-    )
+    add_record(parser)
     args = parser.parse_args(argv)
     X, Y, _, _ = load_benchmark(args.name, args.data_dir)
     C = int(Y.max()) + 1

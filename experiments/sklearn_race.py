@@ -28,6 +28,7 @@ from sklearn.metrics import accuracy_score, log_loss
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from gpflow_fastvi.benchmarks.cli_args import add_record
 from gpflow_fastvi.benchmarks.pages import command_line, markdown_cells, write_table_record
 from gpflow_fastvi.sklearn import GPClassifier
 
@@ -75,12 +76,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--features", type=int, default=10)
     parser.add_argument("--classes", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--record",
-        metavar="FILE",
-        help="also write the table, with this command and today's date, as a table record "
-        "(gpflow_fastvi.benchmarks.pages renders it on a results page)",
-    )
+    add_record(parser)
     args = parser.parse_args(argv)
 
     def data(n: int) -> Any:

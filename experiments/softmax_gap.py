@@ -30,6 +30,7 @@ import tensorflow as tf
 from scipy.special import logsumexp
 
 import gpflow_fastvi as fv
+from gpflow_fastvi.benchmarks.cli_args import add_record
 from gpflow_fastvi.benchmarks.pages import command_line, markdown_cells, write_table_record
 from gpflow_fastvi.sites.expectation import SOFTMAX_DRAWS, expected_log_softmax, softmax_draws
 
@@ -107,12 +108,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--budget", type=float, default=60.0, help="seconds of fit")
     parser.add_argument("--points", type=int, default=300)
     parser.add_argument("--reference", type=int, default=1_000_000, help="draws per point")
-    parser.add_argument(
-        "--record",
-        metavar="FILE",
-        help="also write the table, with this command and today's date, as a table record "
-        "(gpflow_fastvi.benchmarks.pages renders it on a results page)",
-    )
+    add_record(parser)
     args = parser.parse_args(argv)
     X, Y, _, _ = load(args.set, args.data_dir or os.environ.get("GPFLOW_FASTVI_DATA"))
     C, D = int(Y.max()) + 1, X.shape[1]

@@ -41,7 +41,7 @@ import numpy as np
 import tensorflow as tf
 
 import gpflow_fastvi as fv
-from gpflow_fastvi.benchmarks.cli_args import add_data_dir
+from gpflow_fastvi.benchmarks.cli_args import add_data_dir, add_record
 from gpflow_fastvi.benchmarks.harness import metrics_function
 from gpflow_fastvi.benchmarks.pages import command_line, markdown_cells, write_table_record
 from gpflow_fastvi.datasets import load_benchmark
@@ -113,12 +113,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         help="the user's SVGP's test accuracy and NLL, measured before (with --no-svgp)",
     )
     parser.add_argument("--rows", help="write every model's trace rows to this JSON file")
-    parser.add_argument(
-        "--record",
-        metavar="FILE",
-        help="also write the table, with this command and today's date, as a table record "
-        "(gpflow_fastvi.benchmarks.pages renders it on a results page)",
-    )
+    add_record(parser)
     add_data_dir(parser)
     args = parser.parse_args(argv)
     traces: Dict[str, Any] = {}

@@ -44,6 +44,17 @@ def add_benchmark_set(
     )
 
 
+def add_record(parser: argparse.ArgumentParser) -> None:
+    """``--record FILE``: also write the printed table as a table record
+    (:func:`~gpflow_fastvi.benchmarks.pages.write_table_record`), for a results page."""
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="also write the table, with this command and today's date, as a table record "
+        "(gpflow_fastvi.benchmarks.pages renders it on a results page)",
+    )
+
+
 def add_data_dir(parser: argparse.ArgumentParser) -> None:
     """``--data-dir``: the folder of the benchmark files (``data_dir`` of
     :func:`~gpflow_fastvi.datasets.load_benchmark`); None reads ``$GPFLOW_FASTVI_DATA``."""
