@@ -87,7 +87,7 @@ class VIConcave(GaussianSitesModel):
     E[log softmax(f)_y] has no closed form, and a Monte Carlo estimate with new draws at every
     call would make the steps' ELBO test and L-BFGS-B's line search see noise, so it is computed
     with fixed quasi-random draws (:func:`~gpflow_fastvi.sites.expectation.expected_log_softmax`),
-    one deterministic function of the marginals, within 10⁻³ nats per point of the expectation.
+    one deterministic function of the marginals (its error: :ref:`defaults-softmax-draws`).
     Each step is followed by removing the shift common to all classes (the softmax cannot see
     it, the KL sets it), which the site steps would otherwise approach only slowly.
 
