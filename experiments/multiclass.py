@@ -48,7 +48,7 @@ import tensorflow as tf
 
 import gpflow_fastvi as fv
 from gpflow_fastvi.benchmarks.cli_args import add_record
-from gpflow_fastvi.benchmarks.pages import command_line, markdown_cells, write_table_record
+from gpflow_fastvi.benchmarks.pages import write_printed_table
 from gpflow_fastvi.datasets import load_benchmark
 from gpflow_fastvi.likelihoods import LogisticSoftmax
 from gpflow_fastvi.sites import expected_log_softmax
@@ -280,11 +280,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         )
         print(lines[-1])
     if args.record:
-        write_table_record(
+        write_printed_table(
             args.record,
-            command_line("experiments.multiclass", argv),
-            markdown_cells(header),
-            [markdown_cells(line) for line in lines],
+            "experiments.multiclass",
+            argv,
+            header,
+            lines,
             notes=f"Target: accuracy ≥ {best_accuracy - ACCURACY_WITHIN:.4f}, "
             f"NLL ≤ {best_nll + NLL_WITHIN:.4f}.",
         )

@@ -31,7 +31,7 @@ import tensorflow as tf
 
 import gpflow_fastvi as fv
 from gpflow_fastvi.benchmarks.cli_args import add_record
-from gpflow_fastvi.benchmarks.pages import command_line, markdown_cells, write_table_record
+from gpflow_fastvi.benchmarks.pages import write_printed_table
 from gpflow_fastvi.benchmarks.scaling import compiled_seconds, matmul_rate
 from gpflow_fastvi.datasets import load_benchmark
 
@@ -108,11 +108,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
     if args.record:
-        write_table_record(
+        write_printed_table(
             args.record,
-            command_line("experiments.profile_multiclass", argv),
-            markdown_cells(header),
-            [markdown_cells(row) for row in rows],
+            "experiments.profile_multiclass",
+            argv,
+            header,
+            rows,
         )
 
 

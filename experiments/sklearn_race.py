@@ -29,7 +29,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from gpflow_fastvi.benchmarks.cli_args import add_record
-from gpflow_fastvi.benchmarks.pages import command_line, markdown_cells, write_table_record
+from gpflow_fastvi.benchmarks.pages import write_printed_table
 from gpflow_fastvi.sklearn import GPClassifier
 
 HEADER = "| n | classifier | seconds | test accuracy | test log loss | GPC's seconds / ours |"
@@ -112,11 +112,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         )
         print(rows[-1], flush=True)
     if args.record:
-        write_table_record(
+        write_printed_table(
             args.record,
-            command_line("experiments.sklearn_race", argv),
-            markdown_cells(HEADER),
-            [markdown_cells(r) for r in rows],
+            "experiments.sklearn_race",
+            argv,
+            HEADER,
+            rows,
         )
 
 

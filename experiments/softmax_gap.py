@@ -31,7 +31,7 @@ from scipy.special import logsumexp
 
 import gpflow_fastvi as fv
 from gpflow_fastvi.benchmarks.cli_args import add_record
-from gpflow_fastvi.benchmarks.pages import command_line, markdown_cells, write_table_record
+from gpflow_fastvi.benchmarks.pages import write_printed_table
 from gpflow_fastvi.sites.expectation import SOFTMAX_DRAWS, expected_log_softmax, softmax_draws
 
 from .multiclass import load
@@ -136,11 +136,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         )
     print("\n".join([header, "|---|---:|---:|---:|", *lines]))
     if args.record:
-        write_table_record(
+        write_printed_table(
             args.record,
-            command_line("experiments.softmax_gap", argv),
-            markdown_cells(header),
-            [markdown_cells(line) for line in lines],
+            "experiments.softmax_gap",
+            argv,
+            header,
+            lines,
             notes=f"{len(rows)} training points of {args.set} (C = {C}); fᵦ's mean "
             f"{truth.mean():.4f} nats; reference: {args.reference} plain draws per point.",
         )

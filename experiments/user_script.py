@@ -43,7 +43,7 @@ import tensorflow as tf
 import gpflow_fastvi as fv
 from gpflow_fastvi.benchmarks.cli_args import add_data_dir, add_record
 from gpflow_fastvi.benchmarks.harness import metrics_function
-from gpflow_fastvi.benchmarks.pages import command_line, markdown_cells, write_table_record
+from gpflow_fastvi.benchmarks.pages import write_printed_table
 from gpflow_fastvi.datasets import load_benchmark
 
 MODELS = ("VITaylor", "VIJJ", "VIConcave", "PolyaGammaSVGP", "KLCorrected")
@@ -197,11 +197,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 f"| SVGP | {reference['seconds']:.1f} | | {reference['test_accuracy']:.4f} | "
                 f"{reference['test_nll']:.4f} | | | 1 |",
             )
-        write_table_record(
+        write_printed_table(
             args.record,
-            command_line("experiments.user_script", argv),
-            markdown_cells(header),
-            [markdown_cells(row) for row in rows],
+            "experiments.user_script",
+            argv,
+            header,
+            rows,
         )
 
 

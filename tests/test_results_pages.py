@@ -79,15 +79,12 @@ def test_a_changed_figure_makes_its_block_stale(tmp_path: pathlib.Path) -> None:
     assert pages.rewrite(rendered.replace("1.0", "0.5"), str(tmp_path)) == rendered
 
 
-def test_write_table_record_round_trips_a_printed_table(tmp_path: pathlib.Path) -> None:
+def test_write_printed_table_round_trips_a_printed_table(tmp_path: pathlib.Path) -> None:
     header = "| model | seconds | NLL |"
     rows = ["| VIJJ | 1.5 | 0.1251 |", "| VITaylor | 2.0 | — |"]
     path = str(tmp_path / "r.json")
-    pages.write_table_record(
-        path,
-        pages.command_line("experiments.user_script", ["classification", "--seed", "11"]),
-        pages.markdown_cells(header),
-        [pages.markdown_cells(row) for row in rows],
+    pages.write_printed_table(
+        path, "experiments.user_script", ["classification", "--seed", "11"], header, rows
     )
     written = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
     assert written["command"] == "python -m experiments.user_script classification --seed 11"

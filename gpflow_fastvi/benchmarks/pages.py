@@ -123,6 +123,29 @@ def markdown_cells(line: str) -> List[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
+def write_printed_table(
+    path: str,
+    module: str,
+    argv: Optional[Sequence[str]],
+    header: str,
+    lines: Sequence[str],
+    *,
+    notes: Optional[str] = None,
+) -> Dict[str, Any]:
+    """
+    :func:`write_table_record` of a Markdown table as a research script printed it (``header``
+    and the row ``lines``), measured by ``python -m module`` with ``argv``: what each script's
+    ``--record FILE`` writes.
+    """
+    return write_table_record(
+        path,
+        command_line(module, argv),
+        markdown_cells(header),
+        [markdown_cells(line) for line in lines],
+        notes=notes,
+    )
+
+
 def render(contents: List[Dict[str, Any]], selector: Optional[str]) -> str:
     """The Markdown of one block, from its files' contents and the selector."""
     first = contents[0]
