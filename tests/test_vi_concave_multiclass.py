@@ -35,6 +35,15 @@ def two_class_expectation(m, v, labels):
     return (-np.logaddexp(0.0, -d) * w).sum(1) / w.sum()
 
 
+def random_marginals(rng, N, classes, spread, variances):
+    """Marginals q(f_ic) = N(m_ic, v_ic) [N, classes] (means N(0, spread²), variances uniform
+    over ``variances``), the class of each point, and the classes as the labels Y [N, 1]."""
+    m = rng.normal(0.0, spread, (N, classes))
+    v = rng.uniform(*variances, (N, classes))
+    labels = rng.integers(0, classes, N)
+    return m, v, labels, tf.constant(labels[:, None].astype(np.float64))
+
+
 def plain_monte_carlo(m, v, labels, draws=2**18, seed=0):
     """E[log softmax(f)_y] per point by plain Monte Carlo in NumPy, independent of the package."""
     rng = np.random.default_rng(seed)
@@ -52,21 +61,15 @@ def plain_monte_carlo(m, v, labels, draws=2**18, seed=0):
 def test_the_fixed_draws_give_the_softmax_expectation_within_a_thousandth_of_a_nat(rng):
     """For two classes E[log softmax(f)_y] is a 1-D integral (exact by quadrature), for five a
     NumPy Monte Carlo estimate with 2¹⁸ draws per point: the default fixed draws' mean error
-    over the points is below 10⁻³ nats. Jensen's inequality over the other classes, the closed
-    form the draws replaced, is measurably further off."""
-    m = rng.normal(0.0, 2.0, (200, 2))
-    v = rng.uniform(0.01, 3.0, (200, 2))
-    labels = rng.integers(0, 2, 200)
-    Y = tf.constant(labels[:, None].astype(np.float64))
+    over the points is below 10⁻³ nats. Jensen's inequality over the other classes, a
+    closed-form lower bound, is measurably further off."""
+    m, v, labels, Y = random_marginals(rng, 200, 2, 2.0, (0.01, 3.0))
     exact = two_class_expectation(m, v, labels)
     ours = expected_log_softmax(tf.constant(m), tf.constant(v), Y).numpy()
     assert abs(np.mean(ours - exact)) < 1e-3
     assert np.mean(np.abs(ours - exact)) < 3e-3
 
-    m = rng.normal(0.0, 1.5, (40, 5))
-    v = rng.uniform(0.05, 2.0, (40, 5))
-    labels = rng.integers(0, 5, 40)
-    Y = tf.constant(labels[:, None].astype(np.float64))
+    m, v, labels, Y = random_marginals(rng, 40, 5, 1.5, (0.05, 2.0))
     reference = plain_monte_carlo(m, v, labels)
     ours = expected_log_softmax(tf.constant(m), tf.constant(v), Y).numpy()
     assert abs(np.mean(ours - reference)) < 1e-3
@@ -80,9 +83,8 @@ def test_the_fixed_draws_give_the_softmax_expectation_within_a_thousandth_of_a_n
 
 def test_the_expectation_is_deterministic_and_blind_to_a_common_shift(rng):
     """The same number at every call, and unchanged when every class's mean moves together."""
-    m = tf.constant(rng.normal(0.0, 2.0, (30, C)))
-    v = tf.constant(rng.uniform(0.05, 2.0, (30, C)))
-    Y = tf.constant(rng.integers(0, C, (30, 1)).astype(np.float64))
+    m, v, _, Y = random_marginals(rng, 30, C, 2.0, (0.05, 2.0))
+    m, v = tf.constant(m), tf.constant(v)
     first = expected_log_softmax(m, v, Y).numpy()
     np.testing.assert_array_equal(expected_log_softmax(m, v, Y), first)
     np.testing.assert_allclose(expected_log_softmax(m + 3.7, v, Y), first, rtol=1e-12)
@@ -91,9 +93,8 @@ def test_the_expectation_is_deterministic_and_blind_to_a_common_shift(rng):
 def test_the_sites_of_a_point_touch_the_expectation_in_every_class(rng):
     """Summed over the classes, the sites' expectation is fᵦ at (m, v), with its gradient in
     every m_c and v_c; the site precisions are not negative."""
-    m = tf.constant(rng.normal(0.0, 2.0, (30, C)))
-    v = tf.constant(rng.uniform(0.05, 2.0, (30, C)))
-    Y = tf.constant(rng.integers(0, C, (30, 1)).astype(np.float64))
+    m, v, _, Y = random_marginals(rng, 30, C, 2.0, (0.05, 2.0))
+    m, v = tf.constant(m), tf.constant(v)
     sites = expectation_sites(lambda m, v: expected_log_softmax(m, v, Y), m, v)
     assert np.all(sites.w.numpy() >= 0.0)
     with tf.GradientTape(persistent=True) as tape:
