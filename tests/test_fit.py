@@ -232,6 +232,45 @@ def test_lbfgs_stage_backs_off_from_trial_points_that_fail():
         stage()  # the current point itself fails: that is reported
 
 
+def test_lbfgs_stage_ends_at_the_accepted_iterate_when_time_runs_out_and_reuses_the_last_loss():
+    """A run told mid-way that the budget is spent ends at its last accepted iterate, without
+    the evaluation it was about to make; a run started where the last evaluation was made takes
+    that evaluation as its first (``start_from_last``), and only then."""
+    from gpflow_fastvi.training import LBFGSStage
+
+    x = tf.Variable([0.0, 0.0], dtype=tf.float64)
+    calls = tf.Variable(0)
+
+    def loss():
+        calls.assign_add(1)
+        return tf.reduce_sum((x - [3.0, -1.0]) ** 2 * [1.0, 10.0])
+
+    stage = LBFGSStage(loss, [x], maxfun=None, start_from_last=True)
+    accepted = []
+    asked = []
+
+    def out_of_time():
+        asked.append(int(calls.numpy()))
+        return len(accepted) >= 1
+
+    result = stage(callback=lambda r: accepted.append(r.x.copy()), out_of_time=out_of_time)
+    assert result.out_of_time and not result.success
+    np.testing.assert_array_equal(x.numpy(), accepted[-1])  # the last accepted iterate
+    assert asked[0] == 1  # never asked before the run's first evaluation
+    assert int(calls.numpy()) == asked[-1]  # nothing evaluated once time was out
+
+    stage.evaluate()  # at the variables' values: the next run starts with this evaluation
+    before = int(calls.numpy())
+    result = stage()
+    assert result.success
+    np.testing.assert_allclose(x.numpy(), [3.0, -1.0], rtol=1e-6)
+    assert int(calls.numpy()) == before + result.nfev - 1
+    x.assign([1.0, 1.0])  # moved since the last evaluation: evaluated afresh
+    before = int(calls.numpy())
+    result = stage()
+    assert int(calls.numpy()) == before + result.nfev
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.floats(min_value=-800.0, max_value=700.0))
 def test_the_log_scale_of_a_softplus_parameter_is_exact_and_invertible(x):

@@ -73,7 +73,10 @@ def fit(
         persistent route, whose iterations are single L-BFGS-B steps. The default is the
         route's (5·10⁻⁵ for the persistent route, where the answer has stopped moving).
         The mini-batch SVI route has its own test (:class:`~gpflow_fastvi.training.plateau.Plateau`).
-    :param time_budget: stop after the outer iteration during which this many seconds had passed.
+    :param time_budget: stop after the outer iteration during which this many seconds had passed;
+        the persistent route also ends a line search under way once the run has a row, leaving
+        the model at its last accepted iterate, so a run overruns its budget by at most one
+        evaluation.
     :param callback: called as ``callback(model)`` after every outer iteration; a returned mapping is
         merged into that iteration's row (e.g. test accuracy). Its time is not counted.
     :param progress: show a progress bar: of training seconds against ``time_budget`` if one is

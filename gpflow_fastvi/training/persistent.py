@@ -26,6 +26,13 @@ converged only when a fresh start takes at most one step, or when the objective 
 at most the tolerance per iteration, on average over the last ten outer iterations
 (:data:`TOL`, :data:`PATIENCE`).
 
+Each L-BFGS-B run starts with the last evaluation when that was made where it starts (after the
+warm start, and after a run that ended by itself at the point it evaluated last): that is the
+value and gradient at an accepted iterate before the model adopted its sites, which is what
+L-BFGS-B measures every later trial against anyway, so evaluating there again would only repeat a
+pass. Once the time budget is spent the run also ends between two evaluations of a line search,
+at the last accepted iterate, rather than after a line search that may take many.
+
 For a bound maximised over its sites (VIJJ) the gradient with the sites held fixed is, by the
 envelope theorem, the gradient of the bound maximised over the sites; between iterations the
 objective only rises as the sites move, so L-BFGS-B's line search sees a function that changes
@@ -135,6 +142,7 @@ class PersistentRun:
             maxfun=None,
             has_aux=True,
             parameters=model.trainable_parameters,
+            start_from_last=True,
         )
 
     def loss(self) -> Tuple[tf.Tensor, SteppedSites]:
@@ -209,13 +217,21 @@ class PersistentRun:
                 stopped = True
                 raise StopIteration
 
+        def out_of_time() -> bool:
+            """Out of time mid line search, once the run has a row: end at the accepted
+            iterate."""
+            return reported and report.out_of_time()
+
         restarted = False
         while True:
             steps = 0
-            result = self.lbfgs(callback=accepted)
+            result = self.lbfgs(callback=accepted, out_of_time=out_of_time)
             # When ``report`` stopped the run, run_plan has its reason already.
             if stopped:
                 return None
+            if result.get("out_of_time", False):
+                # Mid line search: the model is at the last accepted iterate, its row recorded.
+                return "time_budget"
             # L-BFGS-B ended by itself. Its curvature pairs span objectives whose sites have
             # since moved, so it may stall short of the optimum: start it again. A fresh start
             # that cannot take a second step is convergence, even when its line search failed:

@@ -33,6 +33,11 @@ class Report(Protocol):
 
     def __call__(self, objective: float, yardstick: Optional[float] = None) -> bool: ...
 
+    def out_of_time(self) -> bool:
+        """Whether the time budget is spent, counting the outer iteration under way: a plan
+        whose iteration can take many evaluations (a long line search) asks between them."""
+        ...
+
 
 class TrainingPlan(NamedTuple):
     """A model's training algorithm as :func:`~gpflow_fastvi.training.run_plan` runs it, with its defaults."""
@@ -69,6 +74,11 @@ class TrainingPlan(NamedTuple):
         return cls(iterate=iterate, max_iter=max_iter, tol=tol)
 
 
+class OutOfTime(Exception):
+    """Raised between two evaluations of an :class:`LBFGSStage` run when its ``out_of_time``
+    says the time budget is spent."""
+
+
 class LBFGSStage:
     """
     L-BFGS-B on a loss over some variables: at most ``maxfun`` evaluations per call (a burst of the
@@ -86,6 +96,13 @@ class LBFGSStage:
     ``trainable_parameters``): those on GPflow's softplus transform are searched in log scale
     (:class:`~gpflow_fastvi.training.log_scale.LogScale`); the variables, the callback and the
     result see their own values.
+
+    With ``start_from_last`` a run that starts where the last evaluation was made takes that
+    evaluation as its first instead of making it again. That is for a loss whose state moves on
+    after each accepted iterate (the persistent route adopts the stepped sites there): L-BFGS-B
+    measures every later trial against the value at the accepted iterate as evaluated before
+    that move, and a run started at such a point (after the warm start, or again after a run
+    that ended by itself) is measured the same way.
     """
 
     def __init__(
@@ -96,9 +113,11 @@ class LBFGSStage:
         *,
         has_aux: bool = False,
         parameters: Sequence[gpflow.Parameter] = (),
+        start_from_last: bool = False,
     ):
         self.variables = tuple(variables)
         self.maxfun = maxfun
+        self.start_from_last = start_from_last
         self.scale = LogScale(parameters, self.variables)
         """The coordinates of the search
         (:class:`~gpflow_fastvi.training.log_scale.LogScale`)."""
@@ -106,6 +125,11 @@ class LBFGSStage:
         """The last point at which the loss was evaluated successfully."""
         self.last_aux: Any = None
         """The ``aux`` of the loss at :attr:`last_x` (``has_aux`` only)."""
+        self._last_loss: Optional[Tuple[np.ndarray, np.ndarray]] = None  # value, gradient
+        # The last loss, for a run's first call at the point it was evaluated at (start_from_last).
+        self._reuse: Optional[Tuple[np.ndarray, np.ndarray]] = None
+        self._calls = 0  # evaluations asked for by the current run
+        self._out_of_time: Optional[Callable[[], bool]] = None
         Scipy = gpflow.optimizers.Scipy
 
         @tf.function(autograph=False)
@@ -120,10 +144,17 @@ class LBFGSStage:
         def evaluate(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
             value, gradient, aux = loss_and_gradient(tf.constant(x))
             self.last_x, self.last_aux = x.copy(), aux
-            return value.numpy(), gradient.numpy()
+            self._last_loss = (value.numpy(), gradient.numpy())
+            return self._last_loss
 
         def scipy_objective(z: np.ndarray) -> Tuple[Any, np.ndarray]:
             x = self.scale.from_search(z)
+            self._calls += 1
+            if self._calls > 1 and self._out_of_time is not None and self._out_of_time():
+                raise OutOfTime
+            if self._reuse is not None:  # a run's first call, at the last point evaluated
+                (value, gradient), self._reuse = self._reuse, None
+                return value, self.scale.gradient(x, gradient)
             try:
                 value, gradient = evaluate(x)
             except tf.errors.InvalidArgumentError:
@@ -144,17 +175,26 @@ class LBFGSStage:
         return float(value), self.last_aux
 
     def __call__(
-        self, callback: Optional[Callable[[scipy.optimize.OptimizeResult], None]] = None
+        self,
+        callback: Optional[Callable[[scipy.optimize.OptimizeResult], None]] = None,
+        out_of_time: Optional[Callable[[], bool]] = None,
     ) -> scipy.optimize.OptimizeResult:
         """
         Run L-BFGS-B from the variables' current values and leave them at its result.
 
         :param callback: called after every accepted iterate, with the variables already set to
             it; raising ``StopIteration`` ends the run there.
+        :param out_of_time: asked before every evaluation but the run's first; once it says the
+            time budget is spent, the run ends at the last accepted iterate (where the variables
+            are left), with ``out_of_time`` set in the result, rather than finish a line search
+            that may take many evaluations.
         """
         Scipy = gpflow.optimizers.Scipy
-        z0 = self.scale.to_search(Scipy.pack_tensors(self.variables).numpy())
+        current = Scipy.pack_tensors(self.variables).numpy()
+        z0 = self.scale.to_search(current)
         x0 = self._start = self.scale.from_search(z0)
+        at_last = self.last_x is not None and np.array_equal(current, self.last_x)
+        self._reuse = self._last_loss if self.start_from_last and at_last else None
 
         def accepted(intermediate_result: scipy.optimize.OptimizeResult) -> None:
             x = self._start = self.scale.from_search(intermediate_result.x)  # failing here is real
@@ -167,14 +207,21 @@ class LBFGSStage:
             options = {"maxiter": unlimited, "maxfun": unlimited}
         else:
             options = {"maxfun": self.maxfun}
-        result = scipy.optimize.minimize(
-            self._objective,
-            z0,
-            jac=True,
-            method="L-BFGS-B",
-            callback=None if callback is None else accepted,
-            options=options,
-        )
+        self._calls, self._out_of_time = 0, out_of_time
+        try:
+            result = scipy.optimize.minimize(
+                self._objective,
+                z0,
+                jac=True,
+                method="L-BFGS-B",
+                callback=None if callback is None else accepted,
+                options=options,
+            )
+        except OutOfTime:
+            self._assign(self._start)
+            return scipy.optimize.OptimizeResult(
+                x=self._start, success=False, out_of_time=True, message="out of time"
+            )
         result.x = self.scale.from_search(result.x)
         # The last evaluation may have been a trial point: leave the variables at the result.
         self._assign(result.x if np.isfinite(result.fun) and np.all(np.isfinite(result.x)) else x0)

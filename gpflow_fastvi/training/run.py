@@ -318,6 +318,12 @@ class Reporter:
         self.started = time.perf_counter()
         return not self.trace.stop_reason
 
+    def out_of_time(self) -> bool:
+        """Whether the time budget is spent, counting the iteration under way (callback time
+        left out)."""
+        budget = self.stop.time_budget
+        return budget is not None and self.elapsed + time.perf_counter() - self.started >= budget
+
     def _called_back(self, iteration: int) -> Mapping[str, Any]:
         """What the callback (if any) returned for the row: a mapping, or nothing for ``None``."""
         extra = self.callback(self.model) if self.callback is not None else None
