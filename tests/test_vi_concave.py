@@ -203,14 +203,14 @@ def test_steps_from_kept_sites_at_a_new_theta(rng):
     The persistent route's evaluation: the steps start from the optimal q(u), at the trial θ, for
     the sites read at another θ (the last accepted iterate's marginals). The objective and its
     gradient are still SVGP's at the q(u) reached, the first step is the whole step to those
-    sites' optimum, and the marginals handed on are those of the q(u) reached.
+    sites' optimum, and the sites handed on are those at the marginals of the q(u) reached.
     """
     X, Y = make_binary_data(rng, N=120)
     Z = X[::8].copy()
     likelihood = gpflow.likelihoods.Bernoulli(**LOGIT)
     model = fv.VIConcave(_kernel(), likelihood, Z, num_data=len(X))
     model.update_sites(2, data=(X, Y))
-    kept = model.site_parameters((X, Y))  # the marginals (m, v) at the first θ
+    kept = model.site_parameters((X, Y))  # the sites (a, b, w) at the first θ
     model.kernel.lengthscales.assign(0.6)  # the trial θ
 
     one = model.stepped_sites(1, (X, Y), site_parameters=kept)
@@ -239,8 +239,8 @@ def test_steps_from_kept_sites_at_a_new_theta(rng):
     for ours, reference in zip(gradient, expected):
         np.testing.assert_allclose(ours, reference, rtol=1e-7)
     mean, var = svgp.predict_f(X)
-    np.testing.assert_allclose(stepped.site_parameters[0], mean, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(stepped.site_parameters[1], var, rtol=1e-9, atol=1e-12)
+    for ours, reference in zip(stepped.site_parameters, model.local_sites(X, Y, mean, var)):
+        np.testing.assert_allclose(ours, reference, rtol=1e-8, atol=1e-12)
 
 
 def test_objective_gradient_reaches_the_likelihoods_own_parameters(rng):

@@ -134,17 +134,26 @@ class VIConcave(GaussianSitesModel):
     def optimal_site_parameters(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
     ) -> Tuple[tf.Tensor, ...]:
-        """The marginal q(fᵢ) = N(mᵢ, vᵢ) itself: the sites touch fᵦ there."""
-        return (Fmu, Fvar)
-
-    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, m: tf.Tensor, v: tf.Tensor) -> Sites:
-        """The sites of fᵦ at (m, v) (:func:`~gpflow_fastvi.sites.expectation.expectation_sites`)."""
-        return expectation_sites(
-            lambda m, v: self.expected_log_density(X, Y, m, v),
-            m,
-            v,
-            name=type(self.likelihood).__name__,
+        """
+        The sites (a, b, w) that touch fᵦ at the marginal q(fᵢ) = N(Fmu, Fvar)
+        (:func:`~gpflow_fastvi.sites.expectation.expectation_sites`), each [N, L]. They are
+        numbers once read, whatever θ: a step at another θ from the sites of an accepted iterate
+        uses them as kept, with no pass through fᵦ (for the softmax, its fixed draws) again.
+        """
+        return tuple(
+            expectation_sites(
+                lambda m, v: self.expected_log_density(X, Y, m, v),
+                Fmu,
+                Fvar,
+                name=type(self.likelihood).__name__,
+            )
         )
+
+    def site_rule(
+        self, X: tf.Tensor, Y: tf.Tensor, a: tf.Tensor, b: tf.Tensor, w: tf.Tensor
+    ) -> Sites:
+        """The sites themselves: a VIConcave site's local parameters are its (a, b, w)."""
+        return Sites(a=a, b=b, w=w)
 
     def objective(
         self,
@@ -163,20 +172,20 @@ class VIConcave(GaussianSitesModel):
 
     def _expectation_and_statistics(
         self, X: tf.Tensor, Y: tf.Tensor, projection: Any, *q: tf.Tensor
-    ) -> Tuple[tf.Tensor, SiteStatistics, Sites, Tuple[tf.Tensor, tf.Tensor]]:
+    ) -> Tuple[tf.Tensor, SiteStatistics, Sites]:
         """
         Σᵢ fᵦ at the marginals of q(v), given as its tensors ``q`` = (m, R), at the points X
-        (whose ``projection`` is given), the statistics of the sites there, the sites themselves
-        (on f) and the marginals (mᵢ, vᵢ): one pass gives the ELBO of q, the step from it, and
-        the objective's gradient in θ at it.
+        (whose ``projection`` is given), the statistics of the sites there and the sites
+        themselves (on f): one pass gives the ELBO of q, the step from it, and the objective's
+        gradient in θ at it.
         """
         Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, WhitenedQ(*q))
         mean = self.mean_function(X)
         Fmu = Gmu + mean
-        sites = self.site_rule(X, Y, Fmu, Fvar)
+        sites = self.local_sites(X, Y, Fmu, Fvar)
         total = tf.reduce_sum(expected_sites(sites, Fmu, Fvar))  # = Σ fᵦ: the sites touch it
         stats = statistics_from_projection(projection, shift_sites(sites, mean))
-        return total, stats, sites, (Fmu, Fvar)
+        return total, stats, sites
 
     def _expected_total(
         self,
@@ -197,7 +206,7 @@ class VIConcave(GaussianSitesModel):
         Fmu = Gmu + self.mean_function(X)
         held_Fmu, held_Fvar = tf.stop_gradient(Fmu), tf.stop_gradient(Fvar)
         if sites is None:
-            sites = self.site_rule(X, Y, held_Fmu, held_Fvar)
+            sites = self.local_sites(X, Y, held_Fmu, held_Fvar)
         total = tf.reduce_sum(expected_sites(nest_stop_gradient(sites), Fmu, Fvar))
         if not self.likelihood.trainable_variables:
             return total
@@ -217,9 +226,9 @@ class VIConcave(GaussianSitesModel):
         (:func:`~gpflow_fastvi.fit`'s persistent route); nothing is assigned.
 
         The first step goes to the optimal q(u), at this θ, for the sites of the stored q(u) read
-        where it was set (the θ of the last accepted iterate): their marginals (mᵢ, vᵢ) as given
-        in ``site_parameters`` (which ``fit`` keeps between evaluations when the data are in
-        memory, as the result's ``site_parameters`` hand them on), or read per batch. Sites
+        where it was set (the θ of the last accepted iterate): as given in ``site_parameters``
+        (the sites (a, b, w) themselves, which ``fit`` keeps between evaluations when the data
+        are in memory, as the result's ``site_parameters`` hand them on), or read per batch. Sites
         usually carry over a change of θ better than the whitened q(u) does, but that whole step
         can lower the ELBO where the steps settle slowly (C classes), so at the θ where q(u) was
         set the stored q(u) is evaluated too and the steps go on from the better of the two:
@@ -252,9 +261,9 @@ class VIConcave(GaussianSitesModel):
 
         The steps start from the stored q(u) (:meth:`update_sites`, the full-data loss), or
         ``from_sites`` from the better of the stored q(u) and the optimal q(u) for the sites of
-        the stored q(u) where it was set (:meth:`stepped_sites`), their marginals given in
-        ``site_parameters`` (in memory) or read per batch; the result then carries the marginals
-        of the q(u) reached in memory.
+        the stored q(u) where it was set (:meth:`stepped_sites`), given in ``site_parameters``
+        (in memory) or read per batch; the result then carries the sites at the marginals of
+        the q(u) reached in memory.
         """
         num_updates = positive_int(num_updates, "num_updates")
         in_memory = self.steps_in_memory(data, site_parameters)
@@ -279,13 +288,11 @@ class VIConcave(GaussianSitesModel):
 
         def evaluate(q: WhitenedQ) -> Tuple[tf.Tensor, SiteStatistics, Any]:
             """
-            The ELBO of q(v), its sites' statistics, and in memory the sites themselves with the
-            marginals they were read at (a stream keeps nothing per point).
+            The ELBO of q(v), its sites' statistics, and in memory the sites themselves (a
+            stream keeps nothing per point).
             """
             if in_memory:
-                per_rows = self._expectation_and_statistics
-                total, stats, sites, marginals = over_data(per_rows, q, False)
-                kept: Any = (sites, marginals)
+                total, stats, kept = over_data(self._expectation_and_statistics, q, False)
             else:
                 summed = lambda *rows: self._expectation_and_statistics(*rows)[:2]  # noqa: E731
                 (total, stats), kept = over_data(summed, q, False), ()
@@ -293,8 +300,8 @@ class VIConcave(GaussianSitesModel):
             return elbo, nest_stop_gradient(stats), nest_stop_gradient(kept)
 
         if from_sites:
-            # The first step: the optimal q(u), at this θ, for the sites at the marginals of the
-            # stored q(u) where it was set, kept (in memory) or read off it batch by batch.
+            # The first step: the optimal q(u), at this θ, for the sites of the stored q(u) where
+            # it was set, kept (in memory) or read off it batch by batch.
             stats = (
                 self.pass_statistics(data, L, self.site_rule, projection)
                 if site_parameters is None
@@ -324,14 +331,14 @@ class VIConcave(GaussianSitesModel):
             starts = [nest_stop_gradient(self.whitened(self.q_mu, self.q_sqrt, L))]
             skip_stored = tf.constant(False)
             steps = num_updates
-        # What the loop keeps of a pass: in memory the sites and marginals ([N, L] each).
+        # What the loop keeps of a pass: in memory the sites ([N, L] each).
         if in_memory:
             zeros = tf.zeros([tf.shape(data[1])[0], self.num_latent_gps], L.dtype)
-            nothing_kept: Any = (Sites(zeros, zeros, zeros), (zeros, zeros))
+            nothing_kept: Any = Sites(zeros, zeros, zeros)
         else:
             nothing_kept = ()
         q, kept = self._ascend(L, starts, steps, evaluate, nothing_kept, skip_stored)
-        sites, marginals = kept if in_memory else (None, ())
+        sites = kept if in_memory else None
         # In memory, the sites of the q(u) reached are those of the loop's last pass.
         per_rows = (
             functools.partial(self._expected_total, sites=sites)
@@ -344,7 +351,9 @@ class VIConcave(GaussianSitesModel):
             objective=total - kl_to_prior(q),
             q_mu=tf.stop_gradient(q_mu),
             q_sqrt=tf.stop_gradient(q_sqrt),
-            site_parameters=marginals if site_parameters is not None else (),
+            site_parameters=(
+                tuple(sites) if sites is not None and site_parameters is not None else ()
+            ),
         )
 
     def _ascend(
