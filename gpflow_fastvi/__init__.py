@@ -19,6 +19,7 @@ from ._version import __version__
 # The names of _PUBLIC, for type checkers and editors; a test keeps the lists the same.
 if TYPE_CHECKING:
     from .exceptions import (
+        ApproximationWarning,
         CholeskyError,
         DivergenceWarning,
         IncompatibleLikelihoodError,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from .training import NaturalGradientSVI, RobbinsMonro, Trace, fit
 
 _PUBLIC = {
+    "ApproximationWarning": ".exceptions",
     "CholeskyError": ".exceptions",
     "DivergenceWarning": ".exceptions",
     "IncompatibleLikelihoodError": ".exceptions",
@@ -71,6 +73,7 @@ _SUBPACKAGES = (
 """Reachable as attributes too, ``gpflow_fastvi.training.svi_plan``, loaded on first use."""
 
 __all__ = [
+    "ApproximationWarning",
     "CholeskyError",
     "DivergenceWarning",
     "GaussianSitesModel",

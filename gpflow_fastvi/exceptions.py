@@ -36,6 +36,12 @@ class DivergenceWarning(UserWarning):
     or an SVGP ELBO that collapsed) and put the model back to the best iterate it passed through."""
 
 
+class ApproximationWarning(UserWarning):
+    """``fit`` stopped a model whose objective is an approximation of the ELBO (VITaylor) where
+    that objective kept rising while the SVGP ELBO stayed below its best, and put the model back
+    to the iterate of the highest ELBO: the approximation, not the optimiser, led away."""
+
+
 class NotConvergedWarning(UserWarning):
     """``fit`` reached its default cap on iterations before its convergence test was met."""
 

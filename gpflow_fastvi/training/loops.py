@@ -122,7 +122,9 @@ def fit(
     at the iteration where it was highest (:attr:`Trace.returned_iteration`). An objective no
     approximation of log p(y) can reach (above 0 for a Bernoulli or Poisson likelihood), or an
     SVGP ELBO that falls by more than 0.01 nats per point below its best, stops the run with
-    ``stop_reason`` ``"diverged"`` and a :class:`~gpflow_fastvi.exceptions.DivergenceWarning`.
+    ``stop_reason`` ``"diverged"`` and a :class:`~gpflow_fastvi.exceptions.DivergenceWarning`;
+    where the ELBO fell while the approximation it is watched for kept rising, with
+    ``"approximation"`` and an :class:`~gpflow_fastvi.exceptions.ApproximationWarning`.
     A run that reaches the route's default ``max_iter`` before its convergence test warns
     (:class:`~gpflow_fastvi.exceptions.NotConvergedWarning`).
 

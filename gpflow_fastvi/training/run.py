@@ -19,6 +19,7 @@ from tqdm import TqdmWarning
 from tqdm.auto import tqdm
 
 from ..exceptions import (
+    ApproximationWarning,
     CholeskyError,
     DivergenceWarning,
     InvalidCallbackError,
@@ -56,6 +57,8 @@ class Trace:
     """``"converged"``, ``"max_iter"``, ``"time_budget"``, ``"validation"`` (the held-out NLL of
     ``fit(validation=...)`` stopped improving), ``"diverged"`` (the run reached an impossible
     objective or its SVGP ELBO collapsed, :mod:`~gpflow_fastvi.training.watch`; ``fit`` warned),
+    ``"approximation"`` (the SVGP ELBO stayed down while the model's own objective, an
+    approximation of it, rose; ``fit`` warned),
     or the optimiser's own message when it stopped for another reason (e.g.
     ``"L-BFGS-B: ..."``), or ``"interrupted"`` (Ctrl-C: the model is at the last iteration in
     ``rows``)."""
@@ -207,6 +210,15 @@ def _restore_best(report: "Reporter") -> int:
     returned = len(trace.rows)
     if watch is not None:
         returned = watch.restore_best(returned) or returned
+        if trace.stop_reason == "approximation":
+            warnings.warn(
+                f"{type(report.model).__name__} stopped at iteration {len(trace.rows)}: "
+                f"{report.diverged}. fit put the model back to iteration {returned}, where its "
+                "SVGP ELBO was highest (stop_reason 'approximation'). VIConcave maximises the "
+                "ELBO itself.",
+                ApproximationWarning,
+                stacklevel=5,  # _restore_best, run_plan, fit's train, fit: the caller of fit
+            )
         if trace.stop_reason == "diverged":
             warnings.warn(
                 f"{type(report.model).__name__} diverged at iteration {len(trace.rows)}: "
@@ -367,7 +379,7 @@ class Reporter:
     def _stop_reason(self, objective: float, iteration: int) -> str:
         """Why to stop after this iteration, or ``""`` to go on."""
         if self.diverged:
-            return "diverged"
+            return "approximation" if self.watch is not None and self.watch.parted else "diverged"
         stop, window = self.stop, self.window
         self.previous = objective
         window.append(objective)

@@ -19,6 +19,13 @@ for a likelihood of a discrete variable, whose log-probabilities are ≤ 0), or 
 is not finite, or stays below its best by more than :data:`DIVERGED_DROP` nats per training point
 for :data:`DIVERGED_PATIENCE` iterations in a row. ``fit`` then stops with ``stop_reason`` ``"diverged"``, puts the model back to the best
 iterate and warns (:class:`~gpflow_fastvi.exceptions.DivergenceWarning`).
+
+One case of the last is no divergence of the optimiser: the yardstick stays down while the
+objective, an approximation, is at least where it was at the yardstick's best. L-BFGS-B is then
+climbing its objective as it should, and the approximation has parted from the ELBO (VITaylor's
+Taylor sites of C classes, which see the softmax's curvature only on the diagonal). ``fit`` stops
+the same way, with ``stop_reason`` ``"approximation"`` and an
+:class:`~gpflow_fastvi.exceptions.ApproximationWarning` that says so.
 """
 
 import copy
@@ -88,7 +95,12 @@ class Watch:
         self._data = data
         self._yardstick: Optional[Callable[[], tf.Tensor]] = None  # compiled when first needed
         self.best_score = -np.inf
+        self.best_objective = -np.inf
+        """The objective at the best iterate."""
         self.best_iteration = 0
+        self.parted = False
+        """Whether the run stopped because the objective, an approximation, parted from the
+        yardstick rather than because the run diverged."""
         self.falls = 0
         """Iterations in a row whose yardstick lay more than the drop below the best."""
         self._best: Optional[Snapshot] = None
@@ -128,12 +140,21 @@ class Watch:
         self.falls = self.falls + 1 if score < self.best_score - DIVERGED_DROP * scale else 0
         if self.falls >= DIVERGED_PATIENCE:
             what = "SVGP ELBO" if yardstick is not None else "objective"
-            return (
+            fell = (
                 f"its {what} fell from {self.best_score:.6g} at iteration {self.best_iteration} "
                 f"to {score:.6g} and stayed down for {self.falls} iterations"
             )
+            self.parted = yardstick is not None and objective >= self.best_objective
+            if self.parted:
+                return (
+                    f"{fell}, while its own objective, an approximation of the ELBO, rose from "
+                    f"{self.best_objective:.6g} to {objective:.6g}: the approximation led away "
+                    "from the ELBO's optimum"
+                )
+            return fell
         if score > self.best_score:
             self.best_score, self.best_iteration = score, iteration
+            self.best_objective = objective
             self._best = copy.copy(state)
         return ""
 
