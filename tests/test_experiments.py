@@ -17,9 +17,17 @@ EXPERIMENTS = (
     "profile_multiclass",
     "sklearn_race",
     "softmax_gap",
+    "softmax_elbo",
 )
 
-RECORDING = ("user_script", "multiclass", "profile_multiclass", "sklearn_race", "softmax_gap")
+RECORDING = (
+    "user_script",
+    "multiclass",
+    "profile_multiclass",
+    "sklearn_race",
+    "softmax_gap",
+    "softmax_elbo",
+)
 """The scripts whose tables the results page renders: they write them with --record."""
 
 
