@@ -251,6 +251,10 @@ class StopRule:
     points: Optional[int] = None
     """The number of training points, which the objective sums over."""
 
+    def spent(self, seconds: float) -> bool:
+        """Whether ``seconds`` of training have used up the time budget (never without one)."""
+        return self.time_budget is not None and seconds >= self.time_budget
+
     def negligible(self, change: float, objective: float) -> bool:
         """Whether a change of the objective counts as none."""
         scale = self.points if self.points is not None else max(1.0, abs(objective))
@@ -333,8 +337,7 @@ class Reporter:
     def out_of_time(self) -> bool:
         """Whether the time budget is spent, counting the iteration under way (callback time
         left out)."""
-        budget = self.stop.time_budget
-        return budget is not None and self.elapsed + time.perf_counter() - self.started >= budget
+        return self.stop.spent(self.elapsed + time.perf_counter() - self.started)
 
     def _called_back(self, iteration: int) -> Mapping[str, Any]:
         """What the callback (if any) returned for the row: a mapping, or nothing for ``None``."""
@@ -389,7 +392,7 @@ class Reporter:
             return "converged"
         if self.validation is not None and self.validation.exhausted:
             return "validation"
-        if stop.time_budget is not None and self.elapsed >= stop.time_budget:
+        if stop.spent(self.elapsed):
             return "time_budget"
         if iteration >= stop.max_iter:
             return "max_iter"
