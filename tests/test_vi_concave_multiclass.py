@@ -6,7 +6,12 @@ import pytest
 import tensorflow as tf
 
 import gpflow_fastvi as fv
-from gpflow_fastvi.sites import expectation_sites, expected_log_softmax
+from gpflow_fastvi.sites import (
+    expectation_sites,
+    expected_log_softmax,
+    expected_log_softmax_gradient,
+)
+from gpflow_fastvi.sites.expectation import SOFTMAX_BLOCK, SOFTMAX_DRAWS, softmax_draws
 
 from .test_polya_gamma_multiclass import C, three_classes
 
@@ -90,12 +95,37 @@ def test_the_expectation_is_deterministic_and_blind_to_a_common_shift(rng):
     np.testing.assert_allclose(expected_log_softmax(m + 3.7, v, Y), first, rtol=1e-12)
 
 
+def test_the_blocks_of_points_give_the_draws_mean_of_all_points_at_once(rng):
+    """Over several blocks of points (the last one padded), the value is the draws' mean in
+    NumPy for every point, and the one-pass derivatives are automatic differentiation's."""
+    rows = SOFTMAX_BLOCK // (SOFTMAX_DRAWS * C)
+    N = 2 * rows + 7  # three blocks, the last padded
+    m, v, labels, Y = random_marginals(rng, N, C, 2.0, (1e-4, 3.0))
+    F = m[:, None, :] + np.sqrt(v)[:, None, :] * softmax_draws(C)
+    reference = m[np.arange(N), labels] - np.logaddexp.reduce(F, axis=2).mean(axis=1)
+    m, v = tf.constant(m), tf.constant(v)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([m, v])
+        f_b = expected_log_softmax(m, v, Y)
+    np.testing.assert_allclose(f_b, reference, rtol=1e-12, atol=1e-12)
+    value, dm, dv = expected_log_softmax_gradient(m, v, Y)
+    np.testing.assert_allclose(value[:, 0], reference, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dm, tape.gradient(f_b, m), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(dv, tape.gradient(f_b, v), rtol=1e-9, atol=1e-12)
+
+
 def test_the_sites_of_a_point_touch_the_expectation_in_every_class(rng):
     """Summed over the classes, the sites' expectation is fᵦ at (m, v), with its gradient in
     every m_c and v_c; the site precisions are not negative."""
     m, v, _, Y = random_marginals(rng, 30, C, 2.0, (0.05, 2.0))
     m, v = tf.constant(m), tf.constant(v)
-    sites = expectation_sites(lambda m, v: expected_log_softmax(m, v, Y), m, v)
+    expected = lambda m, v: expected_log_softmax(m, v, Y)  # noqa: E731
+    sites = expectation_sites(expected, m, v)
+    one_pass = expectation_sites(
+        expected, m, v, gradient=lambda m, v: expected_log_softmax_gradient(m, v, Y)
+    )
+    for automatic, fused in zip(sites, one_pass):
+        np.testing.assert_allclose(fused, automatic, rtol=1e-9, atol=1e-12)
     assert np.all(sites.w.numpy() >= 0.0)
     with tf.GradientTape(persistent=True) as tape:
         tape.watch([m, v])

@@ -24,7 +24,7 @@ from ..gaussian import (
     stored_q,
 )
 from ..model_checks import check_log_concave, check_scalar_likelihood
-from ..sites.expectation import expectation_sites
+from ..sites.expectation import expectation_sites, expected_log_softmax_gradient
 from ..types import Data, Sites, SiteStatistics, SteppedSites
 from ..validation import positive_int
 from .base import PERSISTENT_ROUTE, GaussianSitesModel
@@ -36,6 +36,11 @@ one that does not lower the ELBO; if none does, q(u) stays where it is and the s
 ROUND_OFF = 1e-10
 """A step is taken if it lowers the ELBO by at most this much relative to max(1, |ELBO|): by no
 more than the rounding of a sum over the data."""
+
+
+Evaluation = Tuple[tf.Tensor, SiteStatistics, Any]
+"""What one pass of :class:`VIConcave`'s steps gives of a q(v): its ELBO, its sites' statistics,
+and (in memory) the sites themselves."""
 
 
 def nest_stop_gradient(structure: Any) -> Any:
@@ -140,12 +145,18 @@ class VIConcave(GaussianSitesModel):
         numbers once read, whatever θ: a step at another θ from the sites of an accepted iterate
         uses them as kept, with no pass through fᵦ (for the softmax, its fixed draws) again.
         """
+        gradient = (
+            functools.partial(expected_log_softmax_gradient, Y=Y)
+            if isinstance(self.likelihood, gpflow.likelihoods.Softmax)
+            else None  # fᵦ's automatic derivatives
+        )
         return tuple(
             expectation_sites(
                 lambda m, v: self.expected_log_density(X, Y, m, v),
                 Fmu,
                 Fvar,
                 name=type(self.likelihood).__name__,
+                gradient=gradient,
             )
         )
 
@@ -267,6 +278,7 @@ class VIConcave(GaussianSitesModel):
         """
         num_updates = positive_int(num_updates, "num_updates")
         in_memory = self.steps_in_memory(data, site_parameters)
+        known_stored: Optional[Tuple[tf.Tensor, Callable[[], Evaluation]]] = None
         L = self.passes.Kmm_cholesky()
         projection = self.passes.projection(data[0], L) if in_memory else None
 
@@ -286,7 +298,7 @@ class VIConcave(GaussianSitesModel):
             factor = L if differentiable else tf.stop_gradient(L)
             return self.passes.sum_over_data(batch, data, (factor, *q), self.batch_size)
 
-        def evaluate(q: WhitenedQ) -> Tuple[tf.Tensor, SiteStatistics, Any]:
+        def evaluate(q: WhitenedQ) -> Evaluation:
             """
             The ELBO of q(v), its sites' statistics, and in memory the sites themselves (a
             stream keeps nothing per point).
@@ -320,12 +332,22 @@ class VIConcave(GaussianSitesModel):
             # optimum, a whole step, can lie below it where the steps settle slowly. At another
             # trial θ it is skipped: there it was below the sites' optimum at every evaluation
             # of a fit on letter, and it costs a pass.
-            starts = [
-                nest_stop_gradient(self.whitened(self.q_mu, self.q_sqrt, L)),
-                self.shift_removed(nest_stop_gradient(optimal)),
-            ]
+            stored = nest_stop_gradient(self.whitened(self.q_mu, self.q_sqrt, L))
+            starts = [stored, self.shift_removed(nest_stop_gradient(optimal))]
             frame = self.q_frame
-            skip_stored = frame.belongs_to(self.q_mu, self.q_sqrt) & ~frame.is_at_model()
+            own_frame = frame.belongs_to(self.q_mu, self.q_sqrt)
+            skip_stored = own_frame & ~frame.is_at_model()
+            if in_memory and site_parameters is not None:
+                # At the θ where q(u) was set, the kept sites are those of the stored q(u)
+                # itself (read there at the start of a fit, or the last pass of the steps that
+                # reached it): they touch fᵦ at its marginals, so its ELBO is their expectation
+                # there, and their statistics are the ones just formed. No pass through fᵦ.
+                known_stored = (
+                    own_frame & frame.is_at_model(),
+                    lambda: self._known_evaluation(
+                        data, projection, stored, stats, site_parameters
+                    ),
+                )
             steps = num_updates - 1
         else:
             starts = [nest_stop_gradient(self.whitened(self.q_mu, self.q_sqrt, L))]
@@ -337,7 +359,7 @@ class VIConcave(GaussianSitesModel):
             nothing_kept: Any = Sites(zeros, zeros, zeros)
         else:
             nothing_kept = ()
-        q, kept = self._ascend(L, starts, steps, evaluate, nothing_kept, skip_stored)
+        q, kept = self._ascend(L, starts, steps, evaluate, nothing_kept, skip_stored, known_stored)
         sites = kept if in_memory else None
         # In memory, the sites of the q(u) reached are those of the loop's last pass.
         per_rows = (
@@ -356,14 +378,36 @@ class VIConcave(GaussianSitesModel):
             ),
         )
 
+    def _known_evaluation(
+        self,
+        data: Data,
+        projection: Any,
+        q: WhitenedQ,
+        stats: SiteStatistics,
+        sites: Tuple[tf.Tensor, ...],
+    ) -> Evaluation:
+        """
+        What a pass would give for q(v) whose sites at this θ are known (``sites``, with their
+        ``stats`` at the ``projection`` of the data in memory): its ELBO, Σᵢ of the sites'
+        expectation at its marginals (equal to Σᵢ fᵦ, as they touch it there) less the KL, those
+        statistics, and the sites. One product for the marginals; nothing through fᵦ.
+        """
+        X = data[0]
+        Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, q)
+        held = Sites(*sites)
+        total = tf.reduce_sum(expected_sites(held, Gmu + self.mean_function(X), Fvar))
+        elbo = tf.stop_gradient(total - kl_to_prior(q))
+        return elbo, nest_stop_gradient(stats), nest_stop_gradient(held)
+
     def _ascend(
         self,
         L: tf.Tensor,
         starts: Sequence[WhitenedQ],
         num_updates: int,
-        evaluate: Callable[[WhitenedQ], Tuple[tf.Tensor, SiteStatistics, Any]],
+        evaluate: Callable[[WhitenedQ], Evaluation],
         held: Any,
         skip_first: tf.Tensor,
+        known_first: Optional[Tuple[tf.Tensor, Callable[[], Evaluation]]] = None,
     ) -> Tuple[WhitenedQ, Any]:
         """
         ``num_updates`` steps from the best of the candidate ``starts`` (each q(v) whitened by
@@ -381,6 +425,9 @@ class VIConcave(GaussianSitesModel):
         step starts at ρ = 1; otherwise ρ halves. When :data:`MAX_HALVINGS` halvings find no such
         ρ, the steps end where they are: every later step would try the same directions from the
         same q. So the q returned has an ELBO at least that of every start, to round-off.
+
+        ``known_first`` = (whether, evaluation): where that holds, the first start's evaluation
+        is the one given (computed without a pass), taken before the first turn.
         """
         one = tf.ones((), dtype=L.dtype)
         candidates = tf.nest.map_structure(lambda *ts: tf.stack(ts), *starts)
@@ -417,16 +464,21 @@ class VIConcave(GaussianSitesModel):
             q = tf.nest.map_structure(keep, q_try, q)
             return steps, halvings, q, keep(elbo_try, elbo), target, held
 
-        # Before the first turn nothing is evaluated: ELBO −∞ (the first start is taken).
+        # Before the first turn nothing is evaluated: ELBO −∞ (the first start is taken), unless
+        # the first start's evaluation is known.
         q = starts[0]
         not_yet = NaturalParameters(eta1=tf.zeros_like(q.m), precision=tf.zeros_like(q.R))
-        start = (
-            tf.constant(first) + tf.cast(skip_first, tf.int32),
-            tf.constant(0),
-            q,
-            tf.constant(-np.inf, L.dtype),
-            not_yet,
-            held,
-        )
+        elbo = tf.constant(-np.inf, L.dtype)
+        target, skipped = not_yet, tf.cast(skip_first, tf.int32)
+        if known_first is not None:
+            is_known, known = known_first
+
+            def taken() -> Any:
+                known_elbo, stats, known_held = known()
+                return known_elbo, site_target(stats, one), known_held
+
+            elbo, target, held = tf.cond(is_known, taken, lambda: (elbo, target, held))
+            skipped = tf.maximum(skipped, tf.cast(is_known, tf.int32))
+        start = (tf.constant(first) + skipped, tf.constant(0), q, elbo, target, held)
         _, _, q, _, _, held = tf.while_loop(lambda steps, *_: steps < num_updates, turn, start)
         return nest_stop_gradient(q), nest_stop_gradient(held)

@@ -22,6 +22,7 @@ from .expectation import (
     expectation_sites,
     expected_log_density_gradient,
     expected_log_softmax,
+    expected_log_softmax_gradient,
 )
 from .jaakkola_jordan import jj_lambda, jj_log_sigmoid_bound, jj_optimal_xi, jj_sites
 from .logistic_softmax import (
@@ -38,6 +39,7 @@ __all__ = [
     "expectation_sites",
     "expected_log_density_gradient",
     "expected_log_softmax",
+    "expected_log_softmax_gradient",
     "jj_lambda",
     "jj_log_sigmoid_bound",
     "jj_optimal_xi",
