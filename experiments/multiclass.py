@@ -28,7 +28,9 @@ the seconds to the target: within 0.5 accuracy points of the best final accuracy
 and within 0.02 of the best final NLL, the seconds of the first reading and the drift (the final
 NLL less the lowest along the method's own readings). With ``SVGP + Softmax + Adam`` among the methods, the
 table also gives the seconds Adam took to reach each method's final answer (within 0.5 points
-and 0.01 NLL; "> budget" if it did not) and their ratio to the method's own seconds.
+and 0.01 NLL; "> budget" if it did not) and their ratio to the method's own seconds;
+``--adam-budget`` lets Adam run longer than the others, so that the ratio is measured where Adam
+needs more than their budget.
 ``--train-inducing`` trains the inducing inputs with the hyperparameters in every method, as a
 GPflow user's SVGP does by default; ``digits`` is scikit-learn's ``load_digits`` (1,797 images
 of 64 pixels, 10 classes), split 70/30 with a fixed seed and stratified, pixels standardised.
@@ -223,6 +225,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m experiments.multiclass", description=__doc__)
     parser.add_argument("set", choices=("letter", "satimage", "digits"))
     parser.add_argument("--budget", type=float, default=150.0, help="training seconds per method")
+    parser.add_argument(
+        "--adam-budget",
+        type=float,
+        help="training seconds of SVGP + Softmax + Adam (default: --budget), long enough for "
+        "Adam to reach a faster method's answer",
+    )
     parser.add_argument("--every", type=float, default=10.0, help="seconds between evaluations")
     parser.add_argument("--rate", type=float, default=0.01, help="Adam's learning rate")
     parser.add_argument("--inducing", type=int, default=100, help="k-means inducing inputs M")
@@ -244,8 +252,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     results: Dict[str, List[Tuple[float, float, float]]] = {}
     elbos: Dict[str, float] = {}
     for method in args.methods.split(","):
+        budget = args.budget
+        if method == "SVGP + Softmax + Adam" and args.adam_budget is not None:
+            budget = args.adam_budget
         results[method] = run(
-            method, split, Z, C, args.budget, args.every, args.rate, args.train_inducing, elbos
+            method, split, Z, C, budget, args.every, args.rate, args.train_inducing, elbos
         )
         seconds, accuracy, nll = results[method][-1]
         print(f"{method}: {seconds:.1f} s, accuracy {accuracy:.4f}, NLL {nll:.4f}", flush=True)
