@@ -267,6 +267,45 @@ def test_methods_reach_run_comparison(tmp_path: Path, monkeypatch, capsys) -> No
     assert "Time to target, PolyaGammaSVGP / SVGP + NatGrad + Adam:" in out
 
 
+class _Stream(io.StringIO):
+    """A standard error that says whether it is a terminal."""
+
+    def __init__(self, terminal: bool):
+        super().__init__()
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+
+@pytest.mark.parametrize(
+    "flags, terminal, shown",
+    [
+        ([], True, True),  # a person waits at a terminal: bars by default
+        ([], False, False),  # a log file or a pipe: quiet
+        (["--no-progress"], True, False),
+        (["--progress"], False, True),
+    ],
+)
+def test_compare_shows_progress_on_a_terminal_unless_told(
+    flags, terminal, shown, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    seen = {}
+
+    def fake_run_comparison(*arrays, methods, progress, **settings):
+        seen["progress"] = progress
+        start = {"iteration": 0, "time": 0.0, "test_accuracy": 0.5, "test_nll": 0.7, "elbo": -9.0}
+        end = {**start, "iteration": 1, "time": 1.0}
+        return ComparisonResult(traces={method: [start, end] for method in methods})
+
+    monkeypatch.setattr(compare, "run_comparison", fake_run_comparison)
+    monkeypatch.setattr(sys, "stderr", _Stream(terminal))
+    data = write_two_rings(tmp_path / "rings.csv", N=40)
+    argv = ["compare", "--train", str(data), "--inducing", "5", "--out", str(tmp_path / "out")]
+    assert main(argv + flags) == 0
+    assert seen["progress"] is shown
+
+
 @pytest.mark.slow
 def test_inducing_sweep_prints_a_row_per_placement_and_m(capsys) -> None:
     """`gpflow-fastvi inducing banana`, small: every placement trains, and the greedy selection's

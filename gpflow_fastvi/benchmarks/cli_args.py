@@ -11,6 +11,7 @@ answers at once.
 """
 
 import argparse
+import sys
 from typing import Optional, Sequence, Tuple
 
 from .arg_types import (
@@ -205,5 +206,20 @@ def add_out(parser: argparse.ArgumentParser, default: str, files: str) -> None:
 
 
 def add_progress(parser: argparse.ArgumentParser) -> None:
-    """``--progress``: show a progress bar per method."""
-    parser.add_argument("--progress", action="store_true", help="show a progress bar per method")
+    """``--progress`` / ``--no-progress``: a progress bar per method, by default where the
+    standard error is a terminal (:func:`shows_progress`)."""
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress bar per method (default: when the standard error is a terminal)",
+    )
+
+
+def shows_progress(progress: Optional[bool]) -> bool:
+    """Whether to show the progress bars, given ``--progress`` (True), ``--no-progress`` (False)
+    or neither (None): then where the standard error is a terminal, where a person waits, and not
+    in a log file or a pipe."""
+    if progress is not None:
+        return progress
+    return sys.stderr.isatty()

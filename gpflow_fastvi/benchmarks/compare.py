@@ -38,6 +38,7 @@ from .choices import (
     adam_learning_rate,
     adam_method,
 )
+from .cli_args import shows_progress
 from .harness import likelihood_name
 from .methods import method_runners, pg_batch_size, pg_steps_per_iteration, warm_up
 from .result import ComparisonResult, LearningCurve
@@ -350,7 +351,7 @@ def command(args: argparse.Namespace) -> int:
         adam_lr=args.adam_lr,
         batch_size=args.batch_size,
         seed=args.seed,
-        progress=args.progress,
+        progress=shows_progress(args.progress),
         train_inducing=not args.fixed_inducing,
     )
     result.settings["dataset"] = name

@@ -38,6 +38,7 @@ from .choices import (
 )
 from .choices import BENCH_DEFAULT_SETS as DEFAULT_DATASETS
 from .choices import BENCH_MODELS as MODELS
+from .cli_args import shows_progress
 from .result import LearningCurve, json_ready
 
 RESULTS_FILE = "results.json"
@@ -287,7 +288,7 @@ def command(args: argparse.Namespace) -> int:
             data_dir=args.data_dir,
             adam_grid=args.adam_grid,
             batch_size=args.batch_size,
-            progress=args.progress,
+            progress=shows_progress(args.progress),
             train_inducing=not args.fixed_inducing,
             log=lambda line: print(line, flush=True),
         )
