@@ -34,6 +34,27 @@ def class_indices(Y: TensorType, num_classes: int, name: str) -> tf.Tensor:
     return classes
 
 
+def checked_class_labels(Y: TensorType, num_classes: int, name: str) -> tf.Tensor:
+    """
+    Y [..., 1] as it is, once :func:`class_indices` has checked it in the graph: the check of
+    labels at a compiled call's entry, before the loops over batches and steps, whose site rules
+    then read them with :func:`one_hot_of_checked_classes` (a check inside such a loop makes
+    TensorFlow log that it skips optimising the loop).
+    """
+    Y = tf.convert_to_tensor(Y)
+    classes = class_indices(Y, num_classes, name)
+    with tf.control_dependencies([classes]):
+        return tf.identity(Y)
+
+
+def one_hot_of_checked_classes(Y: TensorType, num_classes: int, dtype: tf.DType) -> tf.Tensor:
+    """Labels Y [..., 1] as one-hot rows [..., C], with no check: for labels checked where they
+    entered (NumPy's :func:`~gpflow_fastvi.validation.class_labels` for arrays, the stream's
+    checks for a dataset, :func:`checked_class_labels` for a compiled call's tensors)."""
+    classes = tf.cast(tf.convert_to_tensor(Y)[..., 0], tf.int64)
+    return tf.one_hot(classes, num_classes, dtype=dtype)
+
+
 def one_hot_classes(Y: TensorType, num_classes: int, name: str, dtype: tf.DType) -> tf.Tensor:
     """Labels Y [..., 1] as one-hot rows [..., C] of ``dtype``, checked by :func:`class_indices`
     (whose error names ``name``): the one form every C-class computation of the package reads."""
@@ -118,6 +139,7 @@ def log_density_ceiling(likelihood: gpflow.likelihoods.Likelihood) -> Optional[f
 
 __all__ = [
     "DISCRETE_LIKELIHOODS",
+    "checked_class_labels",
     "class_indices",
     "LogisticSoftmax",
     "MULTI_CLASS_LIKELIHOODS",

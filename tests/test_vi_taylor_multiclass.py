@@ -1,5 +1,9 @@
 """VITaylor with GPflow's Softmax(C): per-class Taylor sites, C latent GPs, the collapsed route."""
 
+import os
+import subprocess
+import sys
+
 import gpflow
 import numpy as np
 import pytest
@@ -146,6 +150,44 @@ def test_softmax_labels_and_latent_functions_are_checked(rng):
     for model_class in (fv.VITaylor, fv.PolyaGammaSVGP):
         with pytest.raises(IncompatibleLikelihoodError, match="one latent GP, num_latent_gps=1"):
             model_class(kernel, gpflow.likelihoods.Bernoulli(tf.sigmoid), X[:5], num_latent_gps=2)
+
+
+def test_labels_out_of_range_are_named_where_they_enter_a_stream_or_a_compiled_call(rng):
+    """The site rule reads labels unchecked, in loops; they are checked where they enter: a
+    stream's batch, or a compiled call's tensors."""
+    X, Y = three_classes(rng, N=60)
+    bad = Y.copy()
+    bad[45, 0] = C  # in the third batch of 20
+    model = make_model((X, Y))
+    stream = tf.data.Dataset.from_tensor_slices((X, bad)).batch(20)
+    with pytest.raises(fv.InvalidDataError, match=r"Batch 3 of the dataset has labels outside"):
+        fv.fit(model, stream, max_iter=2)
+    compiled = tf.function(lambda X, Y: model.objective((X, Y)))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not below the number of classes"):
+        compiled(tf.constant(X), tf.constant(bad))
+
+
+@pytest.mark.slow
+def test_a_multi_class_fit_logs_nothing_of_tensorflows_graph_optimiser():
+    """A check of the labels inside the engine's loops made TensorFlow log, at every fit,
+    "Skipping loop optimization for Merge node with control input: assert_greater_equal"."""
+    script = """
+import numpy as np, gpflow
+import gpflow_fastvi as fv
+rng = np.random.default_rng(0)
+X = rng.normal(size=(200, 2)); Y = np.argmax(X @ rng.normal(size=(2, 3)), 1)[:, None] * 1.0
+for cls in (fv.VITaylor, fv.VIConcave):
+    kernel = gpflow.kernels.SquaredExponential()
+    likelihood = gpflow.likelihoods.Softmax(3)
+    m = cls(kernel, likelihood, X[:8].copy(), num_latent_gps=3, num_data=200)
+    fv.fit(m, (X, Y), max_iter=3)
+"""
+    environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=environment
+    )
+    assert result.returncode == 0, result.stderr
+    assert "loop_optimizer" not in result.stderr and "Skipping loop" not in result.stderr
 
 
 def test_the_yardstick_is_a_fixed_estimate_of_gpflows_expectation(rng):

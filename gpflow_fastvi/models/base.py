@@ -386,7 +386,8 @@ class GaussianSitesModel(ClosedFormSiteModel):
         draws new samples at every call, :func:`expected_log_softmax`).
         """
         if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
-            return expected_log_softmax(Fmu, Fvar, Y)
+            # The labels were checked where the data entered the model's call.
+            return expected_log_softmax(Fmu, Fvar, Y, labels_checked=True)
         if not self._logit_bernoulli:
             return self.likelihood.variational_expectations(
                 X, Fmu, Fvar, self.likelihood_targets(Y)

@@ -23,9 +23,11 @@ from ..gaussian import (
     sum_over_dataset,
     whitened_projection,
 )
+from ..likelihoods import MULTI_CLASS_LIKELIHOODS, checked_class_labels
 from ..model_checks import looks_like_data
 from ..stream_validation import (
     ZERO_ONE,
+    LabelSets,
     checked_stream,
     in_graph_check,
     static_cardinality,
@@ -90,7 +92,7 @@ class DataPasses:
         """
         A dataset that every pass of this model reads to its end, checked as it streams
         (:func:`~gpflow_fastvi.stream_validation.checked_stream`: finite values, Bernoulli
-        labels in {0, 1}, the batch named; an endless stream of unknown length cut after
+        labels in {0, 1}, classes in {0, …, C − 1}, the batch named; an endless stream of unknown length cut after
         ``num_data`` rows). One that repeats without end is refused here: a pass over it would
         never end.
         """
@@ -102,9 +104,15 @@ class DataPasses:
                 ".take(number_of_batches)). For mini-batch training of an endless stream use "
                 "PolyaGammaSVGP, or NaturalGradientSVI in a loop of your own."
             )
-        binary = isinstance(model.likelihood, gpflow.likelihoods.Bernoulli)
+        likelihood = model.likelihood
+        if isinstance(likelihood, gpflow.likelihoods.Bernoulli):
+            labels: LabelSets = ZERO_ONE
+        elif isinstance(likelihood, MULTI_CLASS_LIKELIHOODS):
+            labels = (tuple(float(c) for c in range(likelihood.num_classes)),)
+        else:
+            labels = ()
         num_data = None if model.num_data is None else int(model.num_data)
-        return checked_stream(dataset, ZERO_ONE if binary else (), num_data)
+        return checked_stream(dataset, labels, num_data)
 
     def checked_data(self, data: Any) -> Tuple[tf.Tensor, tf.Tensor]:
         """
@@ -114,7 +122,13 @@ class DataPasses:
         """
         X, Y = data
         if is_symbolic(X) or is_symbolic(Y):
-            return tf.convert_to_tensor(X), tf.convert_to_tensor(Y)
+            # Inside a compiled function: the labels of C classes are checked in the graph here,
+            # once per call, not in the loops over batches and steps that read them.
+            likelihood = self.model.likelihood
+            Y = tf.convert_to_tensor(Y)
+            if isinstance(likelihood, MULTI_CLASS_LIKELIHOODS):
+                Y = checked_class_labels(Y, likelihood.num_classes, type(likelihood).__name__)
+            return tf.convert_to_tensor(X), Y
         X, Y = check_data((X, Y))
         Y = targets_for_likelihood(self.model.likelihood, Y)
         check_input_columns(X, self.model.inducing_variable, "the inputs X")

@@ -146,7 +146,7 @@ class VIConcave(GaussianSitesModel):
         uses them as kept, with no pass through fᵦ (for the softmax, its fixed draws) again.
         """
         gradient = (
-            functools.partial(expected_log_softmax_gradient, Y=Y)
+            functools.partial(expected_log_softmax_gradient, Y=Y, labels_checked=True)
             if isinstance(self.likelihood, gpflow.likelihoods.Softmax)
             else None  # fᵦ's automatic derivatives
         )

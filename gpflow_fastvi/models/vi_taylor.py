@@ -5,7 +5,7 @@ from typing import Callable, Optional, Tuple
 import gpflow
 import tensorflow as tf
 
-from ..likelihoods import log_density_ceiling, one_hot_classes
+from ..likelihoods import log_density_ceiling, one_hot_of_checked_classes
 from ..model_checks import check_log_concave, check_scalar_likelihood
 from ..sites.taylor import softmax_derivatives, taylor_sites
 from ..types import Route, Sites
@@ -99,9 +99,9 @@ class VITaylor(GaussianSitesModel):
         """
         log_density, derivatives = None, None
         if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
-            # f_yᵢ − log Σ_c exp f_c with the labels checked in the graph (GPflow's own form takes
-            # integer labels only), its derivatives in closed form.
-            own = one_hot_classes(Y, self.latent_functions(self.likelihood), "VITaylor", xi.dtype)
+            # f_yᵢ − log Σ_c exp f_c, its derivatives in closed form; the labels were checked
+            # where the data entered (DataPasses.training_data), outside the loops this runs in.
+            own = one_hot_of_checked_classes(Y, self.latent_functions(self.likelihood), xi.dtype)
             derivatives = softmax_derivatives(own, xi)
         else:
             log_density = self._log_density(X, Y)
