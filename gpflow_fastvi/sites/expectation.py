@@ -185,6 +185,18 @@ def _draws(Fmu: tf.Tensor, Fvar: tf.Tensor, eps: tf.Tensor) -> tf.Tensor:
     return Fmu[:, None, :] + tf.sqrt(Fvar)[:, None, :] * eps
 
 
+def _draws_and_classes(
+    Fmu: tf.Tensor, Y: tf.Tensor, draws: int, labels_checked: bool
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """The fixed draws ε [S, C] in Fmu's dtype and the classes Y as one-hot rows [N, C], checked
+    in the graph unless ``labels_checked``."""
+    C = int(Fmu.shape[-1])  # static: the model's number of latent functions
+    eps = tf.constant(softmax_draws(C, draws), Fmu.dtype)
+    if labels_checked:
+        return eps, one_hot_of_checked_classes(Y, C, Fmu.dtype)
+    return eps, one_hot_classes(Y, C, "Softmax", Fmu.dtype)
+
+
 @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "Y: [N, 1]", "return: [N]")
 def expected_log_softmax(
     Fmu: tf.Tensor,
@@ -213,13 +225,7 @@ def expected_log_softmax(
         call): no check in the graph, which inside a loop of the caller's makes TensorFlow log
         that it skips optimising the loop.
     """
-    C = int(Fmu.shape[-1])  # static: the model's number of latent functions
-    eps = tf.constant(softmax_draws(C, draws), Fmu.dtype)  # [S, C]
-    own = (
-        one_hot_of_checked_classes(Y, C, Fmu.dtype)
-        if labels_checked
-        else one_hot_classes(Y, C, "Softmax", Fmu.dtype)
-    )  # [N, C]
+    eps, own = _draws_and_classes(Fmu, Y, draws, labels_checked)
     (log_normaliser,) = _over_blocks(
         lambda m, v: (tf.reduce_mean(tf.reduce_logsumexp(_draws(m, v, eps), axis=-1), axis=-1),),
         1,
@@ -256,13 +262,7 @@ def expected_log_softmax_gradient(
     gives, to rounding), with no backward pass through the [N, draws, C] draws.
     ``labels_checked`` as there.
     """
-    C = int(Fmu.shape[-1])
-    eps = tf.constant(softmax_draws(C, draws), Fmu.dtype)  # [S, C]
-    own = (
-        one_hot_of_checked_classes(Y, C, Fmu.dtype)
-        if labels_checked
-        else one_hot_classes(Y, C, "Softmax", Fmu.dtype)
-    )  # [N, C]
+    eps, own = _draws_and_classes(Fmu, Y, draws, labels_checked)
 
     def per_block(m: tf.Tensor, v: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         F = _draws(m, v, eps)  # [n, S, C]
