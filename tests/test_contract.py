@@ -233,8 +233,8 @@ def test_the_data_holding_form_is_the_svgp_form_with_the_data(model_class, data)
         fv.fit(held, data)
 
 
-def test_gpflows_training_interface_takes_the_data_per_call(model_class, data):
-    model = FACTORIES[model_class](data, data[0][::5].copy())
+def test_gpflows_training_interface_takes_the_data_per_call(family_model_class, data):
+    model = FACTORIES[family_model_class](data, data[0][::5].copy())
     loss = model.training_loss(data)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a Scipy loop on all the data trains by the method
@@ -247,8 +247,8 @@ def test_gpflows_training_interface_takes_the_data_per_call(model_class, data):
         model.training_loss_closure(batches, compile=False)()  # the eager form runs too
         closure = model.training_loss_closure(batches)
     # A model whose mini-batch loop ends short of fit says so once, in one sentence.
-    advice = [w for w in caught if str(w.message) == model_class.mini_batch_closure_advice]
-    assert len(advice) == (1 if model_class.mini_batch_closure_advice else 0)
+    advice = [w for w in caught if str(w.message) == family_model_class.mini_batch_closure_advice]
+    assert len(advice) == (1 if family_model_class.mini_batch_closure_advice else 0)
     if advice:
         assert str(advice[0].message).count(". ") == 0 and "fit(" in str(advice[0].message)
     optimizer = gpflow.keras.tf_keras.optimizers.Adam(0.01)
@@ -277,7 +277,7 @@ def _adam_step(model, optimizer, data):
         pytest.param("iterator", marks=pytest.mark.slow),
     ],
 )
-def test_the_loss_is_differentiated_inside_a_users_own_tf_function(model_class, data, form):
+def test_the_loss_is_differentiated_inside_a_users_own_tf_function(family_model_class, data, form):
     """
     GPflow's own loop, written by the user: the gradient of ``training_loss`` taken in their own
     ``tf.function`` and applied by Adam, with all the data as a tuple (held whole, or summed in
@@ -286,10 +286,12 @@ def test_the_loss_is_differentiated_inside_a_users_own_tf_function(model_class, 
     same loop run eagerly on the tuple held whole.
     """
     Z = data[0][::5].copy()
-    model, reference = FACTORIES[model_class](data, Z), FACTORIES[model_class](data, Z)
+    model, reference = FACTORIES[family_model_class](data, Z), FACTORIES[family_model_class](
+        data, Z
+    )
     if form == "tuple_in_batches":
         if not isinstance(model, fv.GaussianSitesModel):
-            pytest.skip(f"{model_class.__name__} takes no batch_size")
+            pytest.skip(f"{family_model_class.__name__} takes no batch_size")
         model.batch_size = 20
     dataset = tf.data.Dataset.from_tensor_slices(data).batch(20)  # batches of 20, 20 and 10
     batches = iter(dataset.repeat())
@@ -359,13 +361,13 @@ def test_gpflows_scipy_on_the_closure_reaches_what_fit_reaches(model_class, data
 
 
 def test_a_trial_point_where_kmm_cannot_be_factorised_costs_inf_and_stores_nothing(
-    model_class, data
+    family_model_class, data
 ):
     """
     +inf with a zero gradient, not NaN: SciPy's L-BFGS-B backtracks from +inf, but may accept a
     NaN trial point and, its gradient being zero, report convergence there.
     """
-    model = FACTORIES[model_class](data, data[0][::5].copy())
+    model = FACTORIES[family_model_class](data, data[0][::5].copy())
     closure = model.training_loss_closure(data)
     assert np.isfinite(closure())
     q_mu, q_sqrt = model.q_mu.numpy(), model.q_sqrt.numpy()
@@ -503,9 +505,9 @@ def test_moving_the_inducing_inputs_keeps_the_posterior(model_class, data):
     np.testing.assert_allclose(moved[1], at_new[1], rtol=1e-3, atol=1e-4)
 
 
-def test_greedy_rounds_choose_rows_of_X_weighted_by_the_sites(model_class, data):
+def test_greedy_rounds_choose_rows_of_X_weighted_by_the_sites(family_model_class, data):
     X, Y = data
-    model = FACTORIES[model_class](data, X[:8].copy())
+    model = FACTORIES[family_model_class](data, X[:8].copy())
     w = model.site_precisions(data)
     assert w.shape == (50,) and np.all(w > 0)
     trace = fv.fit(model, _call_data(model, data), greedy_rounds=2, max_iter=5)

@@ -429,7 +429,9 @@ def test_default_persistent_route_adopts_e_steps_with_their_optimal_q(small_data
     assert fit(standard, max_iter=1).method == "em"
 
 
-@pytest.mark.parametrize("bound", ["kl_corrected", "standard"])
+@pytest.mark.parametrize(
+    "bound", ["kl_corrected", pytest.param("standard", marks=pytest.mark.slow)]
+)
 def test_the_likelihoods_own_parameters_get_the_gradient_of_the_maximised_bound(bound):
     """At the E-steps' fixed point the bound's gradient in a likelihood parameter (a Gaussian's
     variance) is that of the bound maximised over q(fₙ) (the envelope theorem), as a central

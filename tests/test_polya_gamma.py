@@ -485,6 +485,7 @@ def test_a_full_data_loss_whose_step_cannot_be_taken_is_inf_and_stores_nothing(b
     np.testing.assert_array_equal(model.q_sqrt.numpy(), q_sqrt)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("length", ["known", "unknown"])
 def test_single_points_are_counted_with_the_last_batch_that_is_not_stepped_on(binary_data, length):
     """
@@ -507,6 +508,7 @@ def test_single_points_are_counted_with_the_last_batch_that_is_not_stepped_on(bi
     assert len(trace.rows) == 2
 
 
+@pytest.mark.slow
 def test_training_loss_and_elbo_take_a_dataset_as_all_the_data(binary_data):
     """As the other models do: a ``tf.data.Dataset`` is all the data, streamed in every pass,
     its rows counted against ``num_data``; one that never ends is refused."""

@@ -152,10 +152,10 @@ def test_shapes_of_q_mu_and_q_sqrt_are_checked(model_class, data, rng):
         model_class(kernel, likelihood, Z, q_mu=np.full_like(q_mu, np.nan))
 
 
-def test_gpflows_model_functions_take_a_model_with_the_data(model_class, data):
+def test_gpflows_model_functions_take_a_model_with_the_data(family_model_class, data):
     """gpflow.models.training_loss_closure(model, data) and its kin, as GPflow's tests call them."""
     Z = data[0][::5].copy()
-    model, twin = FACTORIES[model_class](data, Z), FACTORIES[model_class](data, Z)
+    model, twin = FACTORIES[family_model_class](data, Z), FACTORIES[family_model_class](data, Z)
     loss = gpflow.models.training_loss_closure(model, data)()
     np.testing.assert_allclose(loss, twin.training_loss_closure(data)(), rtol=1e-10)
     np.testing.assert_allclose(
@@ -163,8 +163,8 @@ def test_gpflows_model_functions_take_a_model_with_the_data(model_class, data):
     )
     objective = gpflow.models.maximum_log_likelihood_objective(model, data)
     np.testing.assert_allclose(objective, twin.maximum_log_likelihood_objective(data), rtol=1e-10)
-    if model_class in HOLDING:
-        held = HOLDING[model_class](data, Z)
+    if family_model_class in HOLDING:
+        held = HOLDING[family_model_class](data, Z)
         assert np.isfinite(gpflow.models.training_loss_closure(held, data)())
 
 

@@ -155,6 +155,7 @@ def test_the_steps_climb_to_a_stationary_point_of_the_elbo_with_centred_means(rn
     assert np.max(np.abs(gradient)) < 1e-4
 
 
+@pytest.mark.slow
 def test_fit_learns_three_classes_as_gpflow_svgp_does(rng, tmp_path):
     """fit on 300 points of three classes: test accuracy within 2 points of GPflow's SVGP with
     Softmax trained by Scipy from the same start; the objective is the ELBO; a checkpoint restores into SVGP(num_latent_gps=C) and predicts the same.

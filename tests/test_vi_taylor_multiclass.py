@@ -94,6 +94,7 @@ def test_the_fixed_point_at_fixed_hyperparameters_is_the_posterior_mode(rng):
     np.testing.assert_allclose(tape.gradient(objective, v), 0.0, atol=1e-7)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_fit_learns_three_classes_as_gpflow_svgp_does(rng, tmp_path, dtype):
     """fit on 300 points of three classes: test accuracy within 2 points of GPflow's SVGP with
@@ -152,6 +153,7 @@ def test_softmax_labels_and_latent_functions_are_checked(rng):
             model_class(kernel, gpflow.likelihoods.Bernoulli(tf.sigmoid), X[:5], num_latent_gps=2)
 
 
+@pytest.mark.slow
 def test_labels_out_of_range_are_named_where_they_enter_a_stream_or_a_compiled_call(rng):
     """The site rule reads labels unchecked, in loops; they are checked where they enter: a
     stream's batch, or a compiled call's tensors."""
