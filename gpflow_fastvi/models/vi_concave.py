@@ -336,16 +336,17 @@ class VIConcave(GaussianSitesModel):
             starts = [stored, self.shift_removed(nest_stop_gradient(optimal))]
             frame = self.q_frame
             own_frame = frame.belongs_to(self.q_mu, self.q_sqrt)
-            skip_stored = own_frame & ~frame.is_at_model()
+            at_frame_theta = frame.is_at_model()
+            skip_stored = own_frame & ~at_frame_theta
             if in_memory and site_parameters is not None:
                 # At the θ where q(u) was set, the kept sites are those of the stored q(u)
                 # itself (read there at the start of a fit, or the last pass of the steps that
                 # reached it): they touch fᵦ at its marginals, so its ELBO is their expectation
                 # there, and their statistics are the ones just formed. No pass through fᵦ.
                 known_stored = (
-                    own_frame & frame.is_at_model(),
+                    own_frame & at_frame_theta,
                     lambda: self._known_evaluation(
-                        data, projection, stored, stats, site_parameters
+                        data[0], projection, stored, stats, site_parameters
                     ),
                 )
             steps = num_updates - 1
@@ -380,7 +381,7 @@ class VIConcave(GaussianSitesModel):
 
     def _known_evaluation(
         self,
-        data: Data,
+        X: tf.Tensor,
         projection: Any,
         q: WhitenedQ,
         stats: SiteStatistics,
@@ -388,14 +389,12 @@ class VIConcave(GaussianSitesModel):
     ) -> Evaluation:
         """
         What a pass would give for q(v) whose sites at this θ are known (``sites``, with their
-        ``stats`` at the ``projection`` of the data in memory): its ELBO, Σᵢ of the sites'
+        ``stats`` at the ``projection`` of the points X in memory): its ELBO, Σᵢ of the sites'
         expectation at its marginals (equal to Σᵢ fᵦ, as they touch it there) less the KL, those
         statistics, and the sites. One product for the marginals; nothing through fᵦ.
         """
-        X = data[0]
-        Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, q)
         held = Sites(*sites)
-        total = tf.reduce_sum(expected_sites(held, Gmu + self.mean_function(X), Fvar))
+        total = tf.reduce_sum(expected_sites(held, *self.held_marginals(X, projection, q)))
         elbo = tf.stop_gradient(total - kl_to_prior(q))
         return elbo, nest_stop_gradient(stats), nest_stop_gradient(held)
 
