@@ -16,6 +16,7 @@ EXPERIMENTS = (
     "multiclass",
     "profile_multiclass",
     "sklearn_race",
+    "many_fits",
     "softmax_gap",
     "softmax_elbo",
 )
@@ -25,6 +26,7 @@ RECORDING = (
     "multiclass",
     "profile_multiclass",
     "sklearn_race",
+    "many_fits",
     "softmax_gap",
     "softmax_elbo",
 )

@@ -49,6 +49,7 @@ from gpflow.base import RegressionData
 from ..models import ClosedFormSiteModel
 from ..types import Data, SteppedSites
 from ..validation import positive_int
+from .compiled import CompiledStep
 from .plans import LBFGSStage, Report, TrainingPlan
 
 PATIENCE = 10
@@ -136,6 +137,10 @@ class PersistentRun:
             if keeps_sites
             else None
         )
+        # Data in memory is the loss's argument, and the compiled loss is shared with every run
+        # of the same signature (the next fold, the next model of a grid); a stream is read
+        # through the run, and its graph is the run's own.
+        in_memory = model.projects_all_at_once(data)
         self.lbfgs = LBFGSStage(
             self.loss,
             list(model.trainable_variables),
@@ -143,13 +148,27 @@ class PersistentRun:
             has_aux=True,
             parameters=model.trainable_parameters,
             start_from_last=True,
+            inputs=data if in_memory else (),
+            shared_over=(model, self.accepted_sites) if in_memory else None,
+            key=("persistent", n_upd),
+        )
+        # Adopting the sites assigns some dozen variables (q(u), its frame, the kept sites):
+        # compiled, it is one call rather than as many eager assignments through the transforms.
+        self._adopt = CompiledStep(
+            "PersistentRun.adopt",
+            self._adopted,
+            roots=(model, self.accepted_sites),
+            shared=in_memory,
         )
 
-    def loss(self) -> Tuple[tf.Tensor, SteppedSites]:
+    def loss(self, *data: tf.Tensor) -> Tuple[tf.Tensor, SteppedSites]:
         """−(objective + log prior) after ``n_upd`` steps from the last accepted sites, with the
-        stepped sites as L-BFGS-B's auxiliary output."""
+        stepped sites as L-BFGS-B's auxiliary output; ``data`` is ``(X, Y)``, or none for the
+        data of the run."""
         start = None if self.accepted_sites is None else tuple(self.accepted_sites)
-        stepped = self.model.stepped_sites(self.n_upd, self.data, site_parameters=start)
+        stepped = self.model.stepped_sites(
+            self.n_upd, tuple(data) or self.data, site_parameters=start
+        )
         return -(stepped.objective + self.model.log_prior_density()), stepped
 
     def step_sites(self, x: Optional[np.ndarray] = None) -> SteppedSites:
@@ -159,11 +178,14 @@ class PersistentRun:
         if x is None or lbfgs.last_x is None or not np.array_equal(x, lbfgs.last_x):
             lbfgs.evaluate()
         stepped: SteppedSites = lbfgs.last_aux
+        self._adopt(stepped)
+        return stepped
+
+    def _adopted(self, stepped: SteppedSites) -> None:
         self.model.adopt(stepped)
         if self.accepted_sites is not None:
             for variable, value in zip(self.accepted_sites, stepped.site_parameters):
                 variable.assign(value)
-        return stepped
 
     def report_sites(self, report: Report, x: Optional[np.ndarray] = None) -> bool:
         """Adopt the stepped sites at θ = x (:meth:`step_sites`) and report them, with the SVGP

@@ -10,7 +10,7 @@ drive a model through its declared protocol only: the SVI driver any
 :class:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel`.
 """
 
-from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Hashable, NamedTuple, Optional, Protocol, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -21,6 +21,7 @@ from gpflow.base import RegressionData
 from ..distribution import gradients_outside_replicas, watch_outside_replicas
 from ..models import ClosedFormSiteModel
 from ..validation import positive_int
+from .compiled import CompiledStep
 from .log_scale import LogScale
 
 
@@ -85,7 +86,11 @@ class LBFGSStage:
     alternating scheme), or with ``maxfun=None`` one run until L-BFGS-B converges or a callback
     stops it (the persistent route). The loss and its gradient are compiled once, as one function
     of the flat parameter vector, and reused by every call (``gpflow.optimizers.Scipy().minimize``
-    would build and trace a new function on each call).
+    would build and trace a new function on each call). The loss is called with ``inputs`` (the
+    data) as its arguments; with ``shared_over`` (the model, and any variables of the run's own
+    that the loss reads) the compiled function is shared with every stage of the same loss over
+    objects of the same signature and ``key`` (:mod:`~gpflow_fastvi.training.compiled`), so that
+    the next model of the same shapes traces nothing.
 
     With ``has_aux`` the loss returns ``(value, aux)``, as in JAX's ``value_and_grad``: ``aux`` is
     whatever else the evaluation computed (for the persistent route, the stepped sites and their
@@ -107,13 +112,16 @@ class LBFGSStage:
 
     def __init__(
         self,
-        loss: Callable[[], Any],
+        loss: Callable[..., Any],
         variables: Sequence[tf.Variable],
         maxfun: Optional[int],
         *,
         has_aux: bool = False,
         parameters: Sequence[gpflow.Parameter] = (),
         start_from_last: bool = False,
+        inputs: Sequence[tf.Tensor] = (),
+        shared_over: Optional[Sequence[Any]] = None,
+        key: Hashable = (),
     ):
         self.variables = tuple(variables)
         self.maxfun = maxfun
@@ -132,17 +140,25 @@ class LBFGSStage:
         self._out_of_time: Optional[Callable[[], bool]] = None
         Scipy = gpflow.optimizers.Scipy
 
-        @tf.function(autograph=False)
-        def loss_and_gradient(x: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, Any]:
+        def loss_and_gradient(x: tf.Tensor, *inputs: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, Any]:
             Scipy.assign_tensors(self.variables, Scipy.unpack_tensors(self.variables, x))
             with tf.GradientTape(watch_accessed_variables=False) as tape:
                 watch_outside_replicas(tape, self.variables)
-                value, aux = loss() if has_aux else (loss(), ())
+                value, aux = loss(*inputs) if has_aux else (loss(*inputs), ())
             gradients = gradients_outside_replicas(tape, value, self.variables)
             return value, Scipy.pack_tensors(gradients), aux
 
+        compiled = CompiledStep(
+            "LBFGSStage.loss_and_gradient",
+            loss_and_gradient,
+            roots=(*(shared_over or ()), self.variables),
+            key=(key, has_aux),
+            shared=shared_over is not None,
+        )
+        inputs = tuple(inputs)
+
         def evaluate(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-            value, gradient, aux = loss_and_gradient(tf.constant(x))
+            value, gradient, aux = compiled(tf.constant(x), *inputs)
             self.last_x, self.last_aux = x.copy(), aux
             self._last_loss = (value.numpy(), gradient.numpy())
             return self._last_loss
