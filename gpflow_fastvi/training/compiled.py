@@ -107,6 +107,17 @@ class Walked:
             self._visit_array(value, path)
         elif _is_scalar(value):
             self._parts.append((path, repr(value)))
+        elif isinstance(value, types.FunctionType) and _walked_module(value.__module__):
+            # A closure of ours bakes in what it closed over (a constant step size, say).
+            self._seen[id(value)] = path
+            self._parts.append((path, value.__module__, value.__qualname__))
+            self.visit(value.__defaults__, f"{path}.__defaults__")
+            for i, cell in enumerate(value.__closure__ or ()):
+                try:
+                    contents = cell.cell_contents
+                except ValueError:  # a cell not yet bound
+                    contents = None
+                self.visit(contents, f"{path}.__closure__[{i}]")
         elif isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
             self._parts.append((path, value.__module__, value.__qualname__))
         elif isinstance(value, (list, tuple)):
@@ -137,7 +148,7 @@ class Walked:
             self._parts.append((path, "method", value.__func__.__qualname__))
             self.visit(value.__self__, f"{path}.__self__")
             return
-        if kind.__module__.split(".")[0] not in _WALKED_PACKAGES:
+        if not _walked_module(kind.__module__):
             self._parts.append((path, kind.__module__, kind.__qualname__, id(value)))
             return
         self._parts.append((path, kind.__module__, kind.__qualname__))
@@ -149,6 +160,10 @@ class Walked:
         for name in sorted(attributes):
             if name not in ignored and not name.startswith("_self_"):
                 self.visit(attributes[name], f"{path}.{name}")
+
+
+def _walked_module(module: Optional[str]) -> bool:
+    return (module or "").split(".")[0] in _WALKED_PACKAGES
 
 
 def _is_scalar(value: Any) -> bool:
