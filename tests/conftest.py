@@ -9,6 +9,46 @@ from check_shapes import ShapeCheckingState, set_enable_check_shapes
 from gpflow_fastvi.datasets import load_banana, standardise, train_test_split
 from gpflow_fastvi.models import ALL_MODELS
 
+SLOW_CASES = frozenset(
+    {
+        "test_stream_faults.py::test_an_endless_dataset_is_refused_or_trained_for_the_time_budget"
+        "[VIJJ-unknown]",
+        "test_stream_faults.py::test_a_bad_value_in_a_later_batch_is_named_and_leaves_the_model_"
+        "as_before_fit[VIJJ-nan_in_X]",
+        "test_stream_faults.py::test_a_dataset_without_batches_is_refused[VIJJ-unknown]",
+        "test_stream_faults.py::test_num_data_other_than_the_rows_of_a_stream_is_refused[VIJJ-1]",
+        "test_stream_faults.py::test_num_data_other_than_the_rows_of_a_stream_is_refused[VIJJ-3]",
+        "test_stream_faults.py::test_a_callback_that_returns_no_mapping_is_refused_after_the_"
+        "iteration[PolyaGammaSVGP]",
+        "test_contract.py::test_the_loss_is_differentiated_inside_a_users_own_tf_function"
+        "[PolyaGammaSVGP-dataset]",
+        "test_contract.py::test_the_loss_is_differentiated_inside_a_users_own_tf_function"
+        "[VIJJ-dataset]",
+        "test_contract.py::test_the_loss_is_differentiated_inside_a_users_own_tf_function"
+        "[VIJJ-tuple_in_batches]",
+        "test_contract.py::test_greedy_rounds_choose_rows_of_X_weighted_by_the_sites"
+        "[PolyaGammaSVGP]",
+        "test_contract.py::test_objective_and_yardstick_are_finite_and_a_bound_lies_below_the_"
+        "yardstick[PolyaGammaSVGP]",
+        "test_contract_multiclass.py::test_a_natural_gradient_step_of_one_at_the_fixed_point_"
+        "changes_nothing[VIConcave]",
+        "test_fit.py::test_fit_compiles_its_loss_once_however_many_iterations[analytic-objective]",
+        "test_sklearn.py::test_predictions_survive_a_pickle_round_trip_exactly[three_classes]",
+    }
+)
+"""
+Cases that take several seconds (a stream's graphs, a route traced for one fact) of tests whose
+other cases are quick: in the slow tier, with their test's quick cases left in the fast one.
+"""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Mark the cases of :data:`SLOW_CASES` slow, before ``-m`` selects."""
+    for item in items:
+        if item.nodeid.rpartition("/")[2] in SLOW_CASES:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(autouse=True)
 def _strict_defaults():

@@ -61,7 +61,8 @@ def test_a_second_model_of_the_same_shapes_traces_nothing_and_trains_as_alone(cl
     np.testing.assert_allclose(p, alone_p, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("change", ["prior", pytest.param("jitter", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("change", ["prior", "jitter"])
 def test_a_model_that_differs_in_a_baked_constant_traces_its_own(change):
     cls = fv.VIConcave
     _trained(cls, seed=0)

@@ -233,6 +233,7 @@ def test_the_data_holding_form_is_the_svgp_form_with_the_data(model_class, data)
         fv.fit(held, data)
 
 
+@pytest.mark.slow
 def test_gpflows_training_interface_takes_the_data_per_call(family_model_class, data):
     model = FACTORIES[family_model_class](data, data[0][::5].copy())
     loss = model.training_loss(data)
@@ -360,6 +361,7 @@ def test_gpflows_scipy_on_the_closure_reaches_what_fit_reaches(model_class, data
     assert abs(nll[0] - nll[1]) < 0.01
 
 
+@pytest.mark.slow
 def test_a_trial_point_where_kmm_cannot_be_factorised_costs_inf_and_stores_nothing(
     family_model_class, data
 ):
@@ -470,6 +472,7 @@ def test_every_model_trains_in_float32_to_the_float64_answer(model_class, data):
         np.testing.assert_allclose(predictions[np.float32], predictions[np.float64], atol=3e-2)
 
 
+@pytest.mark.slow
 def test_every_model_takes_fits_first_steps_in_float32_as_in_float64(model_class, data):
     """The fast tier's float32 check (the converged answer is the slow test above): built and fitted
     in float32, a model is float32 throughout, and three iterations of fit from the same start end

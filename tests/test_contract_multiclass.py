@@ -115,6 +115,7 @@ def test_a_natural_gradient_step_of_one_at_the_fixed_point_changes_nothing(model
     np.testing.assert_allclose(model.q_sqrt.numpy(), q_sqrt, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_gpflows_training_interface_takes_the_data_per_call(model_class, data):
     model = _build(model_class, data)
     closure = model.training_loss_closure(data)
@@ -135,6 +136,7 @@ def test_labels_that_are_not_classes_are_refused_by_name(model_class, data):
             fv.fit(model, (X, bad), max_iter=1)
 
 
+@pytest.mark.slow
 def test_fits_first_steps_in_float32_are_float64s(model_class, data):
     """Built and fitted in float32, a model is float32 throughout, and three iterations of fit
     end where float64's do (compared on predict_f: GPflow's Softmax predicts by fresh draws)."""

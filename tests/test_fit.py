@@ -70,6 +70,7 @@ def test_callback_values_join_the_rows_and_their_time_is_not_counted(binary_data
     assert trace.rows[-1]["time"] <= wall - 0.2 * len(trace.rows)
 
 
+@pytest.mark.slow
 def test_time_budget_and_tolerance_stop_the_loop(binary_data):
     # A budget shorter than the first iteration (which compiles): on this small problem L-BFGS-B
     # can converge within a second, and convergence rightly ends a run before any budget does.

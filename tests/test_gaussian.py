@@ -168,6 +168,7 @@ def test_map_over_batches_concatenates_in_order():
     np.testing.assert_array_equal(out, 2.0 * x)
 
 
+@pytest.mark.slow
 def test_robust_cholesky_escalates_jitter_for_duplicate_inducing_inputs():
     Z = np.zeros((4, 1))  # four copies of one point: Kmm has rank one
     K = gpflow.kernels.SquaredExponential()(Z)

@@ -429,6 +429,7 @@ def test_default_persistent_route_adopts_e_steps_with_their_optimal_q(small_data
     assert fit(standard, max_iter=1).method == "em"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "bound", ["kl_corrected", pytest.param("standard", marks=pytest.mark.slow)]
 )

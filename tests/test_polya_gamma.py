@@ -206,6 +206,7 @@ def test_the_plateau_window_grows_with_the_scatter_of_the_passes(rng):
         plateau.pass_noise([])
 
 
+@pytest.mark.slow
 def test_mini_batch_svi_ends_at_the_same_bound_from_two_lengthscale_starts(rng):
     """One step per pass (1500 points, batches of 1000): the run stops by its plateau schedule at
     an answer that does not depend on where its lengthscales started."""
@@ -248,6 +249,7 @@ def test_svi_step_is_traced_once_for_any_batch_size(binary_data):
     assert int(svi.iteration) == 5
 
 
+@pytest.mark.slow
 def test_svi_steps_positive_hyperparameters_in_log_scale(binary_data):
     """One step of plain gradient descent moves log s of a softplus parameter (and Z / c, c the
     spread of the columns of X) by −rate × its gradient in that coordinate: the optimiser's step
@@ -309,6 +311,7 @@ def test_the_inducing_inputs_are_stepped_in_units_of_the_inputs_spread(binary_da
     assert held.units == [None] * len(held.variables)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size", [None, pytest.param(20, marks=pytest.mark.slow)])
 def test_the_same_data_in_other_units_train_to_the_same_model(binary_data, batch_size):
     """
@@ -335,6 +338,7 @@ def test_the_same_data_in_other_units_train_to_the_same_model(binary_data, batch
     np.testing.assert_allclose(Z_scaled, Z, rtol=1e-5, atol=1e-8)
 
 
+@pytest.mark.slow
 def test_an_adam_step_changes_a_large_variance_by_a_factor_not_an_amount(binary_data):
     """Adam's first step is its learning rate in each coordinate: in log scale a variance of
     10⁴ changes by the factor e^±rate, where in GPflow's unconstrained value it changes by ±rate."""

@@ -127,6 +127,7 @@ def test_the_augmented_elbo_is_below_svgp_elbo_by_quadrature(rng):
     assert augmented > svgp_elbo - 1.5 * len(data[0])
 
 
+@pytest.mark.slow
 def test_fit_learns_three_classes_and_a_checkpoint_restores_into_svgp(rng, tmp_path):
     data = three_classes(rng, N=300)
     test = three_classes(np.random.default_rng(11), N=300)
@@ -150,6 +151,7 @@ def test_fit_learns_three_classes_and_a_checkpoint_restores_into_svgp(rng, tmp_p
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_mini_batches_train_c_latent_gps(rng):
     """The SVI route on mini-batches: the steps and the batch ELBO work for C latent GPs."""
     data = three_classes(rng, N=400)

@@ -58,6 +58,7 @@ def test_string_labels_come_back_as_the_labels_given(binary) -> None:
     assert classifier.n_features_in_ == 4 and classifier.n_iter_ >= 1
 
 
+@pytest.mark.slow
 def test_three_classes_take_softmax_with_one_latent_gp_per_class(three_classes) -> None:
     X, y = three_classes
     classifier = GPClassifier(**SMALL).fit(X, y)
@@ -187,6 +188,7 @@ def test_as_accurate_as_scikit_learns_gaussian_process_classifier() -> None:
     )
 
 
+@pytest.mark.slow
 def test_greedy_inducing_inputs_train_a_classifier_too(binary) -> None:
     X, y = binary
     classifier = GPClassifier(inducing="greedy", n_inducing=10, max_iter=30, random_state=0)

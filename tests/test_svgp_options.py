@@ -152,6 +152,7 @@ def test_shapes_of_q_mu_and_q_sqrt_are_checked(model_class, data, rng):
         model_class(kernel, likelihood, Z, q_mu=np.full_like(q_mu, np.nan))
 
 
+@pytest.mark.slow
 def test_gpflows_model_functions_take_a_model_with_the_data(family_model_class, data):
     """gpflow.models.training_loss_closure(model, data) and its kin, as GPflow's tests call them."""
     Z = data[0][::5].copy()

@@ -63,6 +63,7 @@ def plain_monte_carlo(m, v, labels, draws=2**18, seed=0):
     return totals / draws
 
 
+@pytest.mark.slow
 def test_the_fixed_draws_give_the_softmax_expectation_within_a_thousandth_of_a_nat(rng):
     """For two classes E[log softmax(f)_y] is a 1-D integral (exact by quadrature), for five a
     NumPy Monte Carlo estimate with 2¹⁸ draws per point: the default fixed draws' mean error
@@ -138,6 +139,7 @@ def test_the_sites_of_a_point_touch_the_expectation_in_every_class(rng):
         )
 
 
+@pytest.mark.slow
 def test_the_steps_climb_to_a_stationary_point_of_the_elbo_with_centred_means(rng):
     """At fixed θ the steps never lower the objective; where they stop, its gradient in the
     whitened means is zero and the means sum to zero over the classes (the softmax does not see
@@ -221,6 +223,7 @@ def test_the_elbo_of_accepted_iterates_never_falls():
     np.testing.assert_array_less(-1e-8 * np.abs(objective[1:]), np.diff(objective))
 
 
+@pytest.mark.slow
 def test_a_stream_steps_as_the_arrays_do(rng):
     """The objective and a step of a tf.data stream are those of the arrays."""
     data = three_classes(rng, N=120)

@@ -221,6 +221,7 @@ def test_float32_works(binary_data):
     assert np.isfinite(trace.rows[-1]["objective"])
 
 
+@pytest.mark.slow
 def test_compiled_steps_do_not_retrace(binary_data):
     model = make_vijj(binary_data)
     update = tf.function(lambda: model.update_sites(3), autograph=False)

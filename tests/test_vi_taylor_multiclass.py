@@ -74,6 +74,7 @@ def test_the_sites_of_a_point_share_its_value_slope_and_ceiling(rng):
     assert np.all(peaks.numpy() <= 1e-12)
 
 
+@pytest.mark.slow
 def test_the_fixed_point_at_fixed_hyperparameters_is_the_posterior_mode(rng):
     """Taylor steps at ξ = E_q[f] are Newton steps with the Hessian's diagonal: where they stop,
     the whitened means of all C classes maximise Σᵢ log p(yᵢ | fᵢ = aᵢᵀ v) − ½ Σ_c ‖v_c‖², whose
@@ -210,6 +211,7 @@ def test_the_yardstick_is_a_fixed_estimate_of_gpflows_expectation(rng):
     np.testing.assert_allclose(ours, theirs, atol=0.05)  # about 5 of GPflow's Monte Carlo errors
 
 
+@pytest.mark.slow
 def test_a_stream_and_gpflows_scipy_loop_work_for_c_classes(rng):
     """The objective of a tf.data stream is that of the arrays; GPflow's Scipy on the closure
     lowers the loss and stores C latent GPs."""
