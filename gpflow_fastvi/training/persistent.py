@@ -39,7 +39,7 @@ objective only rises as the sites move, so L-BFGS-B's line search sees a functio
 slowly in its favour.
 """
 
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import scipy.optimize
@@ -132,11 +132,15 @@ class PersistentRun:
         # projecting its own rows), read them again; so does a model whose step starts from q(u)
         # itself (steps_from_site_parameters).
         keeps_sites = model.projects_all_at_once(data) and model.steps_from_site_parameters
-        self.accepted_sites = (
-            [tf.Variable(p, trainable=False) for p in model.site_parameters(data)]
-            if keeps_sites
-            else None
-        )
+        self.accepted_sites: Optional[List[tf.Variable]] = None
+        if keeps_sites:
+            # A pass over the data: compiled and shared as the loss is, not run op by op.
+            read = CompiledStep(
+                "PersistentRun.site_parameters",
+                lambda *arrays: model.site_parameters(arrays),
+                roots=(model,),
+            )
+            self.accepted_sites = [tf.Variable(p, trainable=False) for p in read(*data)]
         # Data in memory is the loss's argument, and the compiled loss is shared with every run
         # of the same signature (the next fold, the next model of a grid); a stream is read
         # through the run, and its graph is the run's own.

@@ -134,6 +134,7 @@ class LBFGSStage:
         self.last_aux: Any = None
         """The ``aux`` of the loss at :attr:`last_x` (``has_aux`` only)."""
         self._last_loss: Optional[Tuple[np.ndarray, np.ndarray]] = None  # value, gradient
+        self._variables_at: Optional[np.ndarray] = None  # the point the variables hold, if known
         # The last loss, for a run's first call at the point it was evaluated at (start_from_last).
         self._reuse: Optional[Tuple[np.ndarray, np.ndarray]] = None
         self._calls = 0  # evaluations asked for by the current run
@@ -158,8 +159,10 @@ class LBFGSStage:
         inputs = tuple(inputs)
 
         def evaluate(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+            self._variables_at = None  # until the call returns, they may hold x or not
             value, gradient, aux = compiled(tf.constant(x), *inputs)
             self.last_x, self.last_aux = x.copy(), aux
+            self._variables_at = self.last_x  # the compiled loss assigned them first
             self._last_loss = (value.numpy(), gradient.numpy())
             return self._last_loss
 
@@ -214,7 +217,9 @@ class LBFGSStage:
 
         def accepted(intermediate_result: scipy.optimize.OptimizeResult) -> None:
             x = self._start = self.scale.from_search(intermediate_result.x)  # failing here is real
-            self._assign(x)
+            # L-BFGS-B accepts the point it evaluated last, where the variables already are.
+            if self._variables_at is None or not np.array_equal(x, self._variables_at):
+                self._assign(x)
             accepted_x = scipy.optimize.OptimizeResult(x=x, fun=intermediate_result.fun)
             callback(accepted_x)  # type: ignore[misc]
 
@@ -246,6 +251,7 @@ class LBFGSStage:
     def _assign(self, x: np.ndarray) -> None:
         Scipy = gpflow.optimizers.Scipy
         Scipy.assign_tensors(self.variables, Scipy.unpack_tensors(self.variables, tf.constant(x)))
+        self._variables_at = None  # what a callback does next is its own
 
 
 def alternating_plan(
