@@ -467,3 +467,22 @@ def test_validation_stop_refuses_bad_input(binary_data):
         fv.fit(model, max_iter=2, validation=(X, Y), validation_patience=0)
     with pytest.raises(fv.InvalidDataError, match="binary"):
         fv.fit(model, max_iter=2, validation=(X, Y + 2.0))
+
+
+def test_a_restored_snapshot_records_q_u_as_set_at_the_restored_hyperparameters(binary_data):
+    """A rollback (a failed step, the best validation iterate, an undone greedy round) puts q(u)
+    back with the hyperparameters it was set at: the frame the next step reads the sites in is
+    theirs again, not that of the q(u) stored since."""
+    from gpflow_fastvi.training.snapshot import Snapshot
+
+    model = make_vijj(binary_data)
+    model.update_sites(num_updates=2)
+    snapshot = Snapshot(model)
+    kept = [v.numpy() for v in model.variables]
+    model.kernel.lengthscales.assign(model.kernel.lengthscales * 2.0)
+    model.update_sites()  # q(u) stored at other hyperparameters: the frame is theirs
+    snapshot.restore()
+    for variable, value in zip(model.variables, kept):
+        np.testing.assert_array_equal(variable.numpy(), value)
+    assert bool(model.q_frame.belongs_to(model.q_mu, model.q_sqrt))
+    assert bool(model.q_frame.is_at_model())

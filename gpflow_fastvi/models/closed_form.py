@@ -21,7 +21,7 @@ drivers (:mod:`gpflow_fastvi.training`) serve these models; the SVI driver serve
 """
 
 import abc
-from typing import Any, Callable, ClassVar, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import tensorflow as tf
 from gpflow.base import RegressionData
@@ -52,12 +52,6 @@ class ClosedFormSiteModel(SiteModel):
     subclass writes, and the closed-form steps, the collapsed bound and the held sites, written
     once for any site rule.
     """
-
-    steps_from_site_parameters: ClassVar[bool] = True
-    """Whether :meth:`stepped_sites` can start from given local site parameters, which a training
-    loop then keeps between evaluations (the persistent route, in memory); ``False`` for a model
-    whose step starts from q(u) itself (:class:`~gpflow_fastvi.VIConcave`, whose step is measured
-    against the ELBO of the q(u) it leaves)."""
 
     # ----------------------------------------------------------------------------------------------
     # The site rule, which a subclass writes.

@@ -129,9 +129,8 @@ class PersistentRun:
         # With the data in memory, the run keeps the local parameters of the last accepted sites:
         # a trial θ then starts from them rather than reading them off q(u) where it was set,
         # which costs a second projection of the data. A stream, or a strategy's replicas (each
-        # projecting its own rows), read them again; so does a model whose step starts from q(u)
-        # itself (steps_from_site_parameters).
-        keeps_sites = model.projects_all_at_once(data) and model.steps_from_site_parameters
+        # projecting its own rows), read them again.
+        keeps_sites = model.projects_all_at_once(data)
         self.accepted_sites: Optional[List[tf.Variable]] = None
         if keeps_sites:
             # A pass over the data: compiled and shared as the loss is, not run op by op.

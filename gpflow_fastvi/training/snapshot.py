@@ -1,19 +1,23 @@
 """A copy of a model's variables to put it back to: after a failed step, or a round that did no better."""
 
-from typing import Any, List
+from typing import List
 
+import gpflow
 import numpy as np
+
+from ..models import SiteModel
 
 
 class Snapshot:
     """
     A copy of a model's variables (hyperparameters and q(u): O(M²) numbers), taken after every
     successful iteration, to put the model back to when a later one fails or is interrupted.
+    The model is any GPflow model :func:`~gpflow_fastvi.fit` trains (GPflow's own ``SGPR`` too).
     """
 
-    def __init__(self, model: Any):
+    def __init__(self, model: gpflow.models.GPModel):
         self.model = model
-        self.variables = tuple(getattr(model, "variables", ()))
+        self.variables = tuple(model.variables)
         self.values = self.read()
 
     def read(self) -> List[np.ndarray]:
@@ -26,7 +30,10 @@ class Snapshot:
         return all(np.all(np.isfinite(v)) for v in values if np.issubdtype(v.dtype, np.floating))
 
     def restore(self) -> None:
+        """Put the variables back; a model of the package also records its q(u) as set at the
+        restored hyperparameters (its :class:`~gpflow_fastvi.models.q_frame.QFrame`), where it
+        was set, so that its next step reads the sites there."""
         for variable, value in zip(self.variables, self.values):
             variable.assign(value)
-        if hasattr(self.model, "store_q"):  # q(u) was set at the restored hyperparameters
-            self.model.q_frame.store(self.model.q_mu, self.model.q_sqrt)
+        if isinstance(self.model, SiteModel):
+            self.model.q_frame.start_here()
