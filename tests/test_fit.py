@@ -84,8 +84,8 @@ def test_time_budget_and_tolerance_stop_the_loop(binary_data):
     assert abs(last - before) <= 1e-3 * abs(last)
 
 
-class _CountingModel:
-    """A stand-in for a model, whatever it is: run_plan only reports it."""
+class _CountingModel(tf.Module):
+    """A stand-in for a model, a module without variables: run_plan only reports it."""
 
 
 def _counting_plan():

@@ -2,8 +2,8 @@
 
 from typing import List
 
-import gpflow
 import numpy as np
+import tensorflow as tf
 
 from ..models import SiteModel
 
@@ -12,10 +12,10 @@ class Snapshot:
     """
     A copy of a model's variables (hyperparameters and q(u): O(M²) numbers), taken after every
     successful iteration, to put the model back to when a later one fails or is interrupted.
-    The model is any GPflow model :func:`~gpflow_fastvi.fit` trains (GPflow's own ``SGPR`` too).
+    The model is any module :func:`~gpflow_fastvi.fit` trains (GPflow's own ``SGPR`` too).
     """
 
-    def __init__(self, model: gpflow.models.GPModel):
+    def __init__(self, model: tf.Module):
         self.model = model
         self.variables = tuple(model.variables)
         self.values = self.read()
