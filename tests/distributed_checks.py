@@ -175,6 +175,13 @@ def two_devices():
         fv.fit(shared, data, max_iter=3)
         fv.fit(one, data, max_iter=3)
         kinds["fit"] = differences(shared, one)
+        # Built and trained by fit inside the scope, as a user of tf.distribute writes it.
+        with strategy.scope():
+            inside = build(name)
+            fv.fit(inside, data, max_iter=3)
+        alone = build(name)
+        fv.fit(alone, data, max_iter=3)
+        kinds["fit_in_scope"] = differences(inside, alone)
         out["models"][name] = kinds
 
     # Three classes, labelled by the first input: per-class statistics all-reduced as a tuple.

@@ -223,14 +223,16 @@ class NaturalGradientSVI:
             step = variable - x0
             variable.assign(softplus_of_log(log_softplus(x0) + step) if log else x0 + c * step)
 
-    def measure_inputs(self, X: Any) -> tf.Operation:
+    def measure_inputs(self, X: Any) -> Optional[tf.Operation]:
         """Step the inducing inputs in the units of the columns of the inputs X [N, D]
         (:func:`input_units`) from now on; :meth:`step` takes them from its first batch unless
-        this was called before."""
+        this was called before. Returns the assignments as one op in a graph (``None``
+        eagerly, where they are done)."""
         units = input_units(X)[None, :]
         assigned = [c.assign(tf.cast(units, c.dtype)) for c in self.units if c is not None]
         with tf.control_dependencies(assigned):
-            return self.inputs_measured.assign(True).op
+            # tf.group, not .op: a variable of a strategy's scope, assigned eagerly, has none.
+            return tf.group(self.inputs_measured.assign(True))
 
     def scale_steps(self, factor: float) -> None:
         """Multiply the step on q(u) (ρ) and the optimiser's learning rate by ``factor``, from the
