@@ -120,3 +120,10 @@ def test_ci_wheel_check_rejects_anything_beside_the_package(
 def test_ci_wheel_check_rejects_a_wheel_without_its_type_marker(tmp_path: pathlib.Path) -> None:
     names = [n for n in PACKAGE if not n.endswith("py.typed")]
     assert _check_wheel().main(_wheel(tmp_path / "untyped.whl", names)) == 1
+
+
+def test_the_license_file_is_the_apache_license_the_metadata_names() -> None:
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == {"text": "Apache-2.0"}
