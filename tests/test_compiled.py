@@ -47,6 +47,7 @@ def _trained(cls, seed: int, **options):
         pytest.param(fv.VITaylor, marks=pytest.mark.slow),
         fv.VIConcave,
         pytest.param(fv.KLCorrected, marks=pytest.mark.slow),
+        pytest.param(fv.PolyaGammaSVGP, marks=pytest.mark.slow),
     ],
 )
 def test_a_second_model_of_the_same_shapes_traces_nothing_and_trains_as_alone(cls):

@@ -205,6 +205,7 @@ class _SharedGraph:
         self.per_caller: Set[str] = set()
         """Signatures whose graph captured a tensor of its caller: traced per caller."""
         self._body: Optional[Callable[..., Any]] = None
+        self._relaxed: Set[Tuple[Any, ...]] = set()  # signatures and specs traced for any rows
         # Our maths uses TensorFlow control flow explicitly: AutoGraph would only slow tracing.
         self._function = tf.function(self._traced, autograph=False, reduce_retracing=True)
 
@@ -217,17 +218,32 @@ class _SharedGraph:
         return self._body(*inputs)
 
     def __call__(
-        self, body: Callable[..., Any], signature: str, walked: Walked, inputs: Sequence[Any]
+        self,
+        body: Callable[..., Any],
+        signature: str,
+        walked: Optional[Walked],
+        inputs: Sequence[Any],
+        rows_unknown: bool = False,
     ) -> Any:
         traces = _TRACES[0]
-        arguments = (signature, tuple(walked.variables), tuple(inputs))
+        variables = () if walked is None else tuple(walked.variables)
+        arguments = (signature, variables, tuple(inputs))
         self._body = body
         try:
+            if rows_unknown:
+                # Trace once for any number of rows: a call of known rows dispatches to it.
+                specs = tuple(tf.TensorSpec([None, *x.shape[1:]], x.dtype) for x in inputs)
+                key = (signature, tuple((tuple(s.shape), s.dtype) for s in specs))
+                if key not in self._relaxed:
+                    self._function.get_concrete_function(signature, variables, specs)
+                    self._relaxed.add(key)
             result = self._function(*arguments)
         finally:
             self._body = None
-        if _TRACES[0] != traces and _captures_state(
-            self._function.get_concrete_function(*arguments), walked
+        if (
+            walked is not None
+            and _TRACES[0] != traces
+            and _captures_state(self._function.get_concrete_function(*arguments), walked)
         ):
             self.per_caller.add(signature)
         return result
@@ -248,7 +264,9 @@ class CompiledStep:
     name and signature (module docstring). The body reads its state through ``roots`` (the model,
     and the run's own variables), whose variables each call hands to the graph; ``inputs`` are
     tensors (the data, a point of the search). ``shared=False`` (data streamed, or a strategy's
-    replicas) keeps the graph to this step, as does any step made under :func:`unshared`.
+    replicas) keeps the graph to this step, as does any step made under :func:`unshared`. With
+    ``rows_unknown`` the inputs' first dimension is left unknown when the graph is traced: one
+    graph for batches of any size, each a mini-batch to the model.
     """
 
     def __init__(
@@ -259,13 +277,15 @@ class CompiledStep:
         *,
         key: Hashable = (),
         shared: bool = True,
+        rows_unknown: bool = False,
     ):
         self.body = body
+        self.rows_unknown = rows_unknown
         shared = shared and _SHARING[0]
         self._walked = walk(roots, (name, key)) if shared else None
         self._signature = None if self._walked is None else self._walked.digest
         self._graph = _SHARED.setdefault(name, _SharedGraph(name)) if shared else None
-        self._own: Optional[Callable[..., Any]] = None
+        self._own: Optional[_SharedGraph] = None
 
     @property
     def shared(self) -> bool:
@@ -278,14 +298,8 @@ class CompiledStep:
 
     def __call__(self, *inputs: Any) -> Any:
         if self.shared:
-            assert self._graph is not None and self._walked is not None
-            assert self._signature is not None
-            return self._graph(self.body, self._signature, self._walked, inputs)
+            assert self._graph is not None and self._signature is not None
+            return self._graph(self.body, self._signature, self._walked, inputs, self.rows_unknown)
         if self._own is None:
-
-            def counted(*args: Any) -> Any:
-                _TRACES[0] += 1
-                return self.body(*args)
-
-            self._own = tf.function(counted, autograph=False)
-        return self._own(*inputs)
+            self._own = _SharedGraph("own")  # captures this step's state: no other caller
+        return self._own(self.body, "own", None, inputs, self.rows_unknown)

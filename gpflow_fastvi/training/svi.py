@@ -25,12 +25,14 @@ from ..distribution import (
     apply_gradients_outside_replicas,
     gradients_outside_replicas,
     scope_of,
+    strategy_in_scope,
     watch_outside_replicas,
 )
 from ..models import SiteModel
 from ..models.step_sizes import AVERAGED_POINTS, mini_batch_step_size
 from ..validation import batch_tensors, positive_int
 from .batches import DEFAULT_BATCH_SIZE, batches_from_arrays, batches_from_dataset
+from .compiled import CompiledStep
 from .log_scale import dx_dz, is_softplus, log_softplus, on_softplus, softplus_of_log
 from .plans import Report, TrainingPlan
 from .plateau import MAX_PASSES, Plateau
@@ -184,10 +186,24 @@ class NaturalGradientSVI:
         dtype = gpflow.config.default_float()
         self.step_scale = tf.Variable(1.0, dtype=dtype, trainable=False, name="svi_step_scale")
         """What ρ is multiplied by (:meth:`scale_steps`)."""
-        self._compiled_step = tf.function(
+        # Shared by every SVI of the same signature (compiled.py): what the step reads is the
+        # model, this object's own variables and schedule, and the optimiser's state and settings.
+        optimizer = self.optimizer
+        optimizer_state = (
+            type(optimizer),
+            optimizer.get_config(),
+            list(optimizer.variables),
+            # The learning rate, a variable beside the slots (scale_steps assigns it).
+            [v for _, v in sorted(vars(optimizer).items()) if isinstance(v, tf.Variable)],
+        )
+        own = (self.rho, self.in_log_scale, self.units, self.inputs_measured, self.iteration)
+        self._compiled_step = CompiledStep(
+            "NaturalGradientSVI.step",
             self._step,
-            input_signature=[tf.TensorSpec([None, None], dtype), tf.TensorSpec([None, 1], dtype)],
-            autograph=False,
+            roots=(model, (*own, self.step_scale, optimizer_state)),
+            shared=strategy_in_scope() is None and model.passes.pass_strategy() is None,
+            # A batch is a mini-batch whatever its size (the last one of a pass may be shorter).
+            rows_unknown=True,
         )
 
     def _step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
