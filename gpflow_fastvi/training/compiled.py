@@ -32,6 +32,7 @@ tensor is traced per caller from then on. :func:`trace_count` counts every trace
 import contextlib
 import enum
 import hashlib
+import threading
 import types
 from typing import Any, Callable, Dict, Hashable, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -204,7 +205,8 @@ class _SharedGraph:
         self.name = name
         self.per_caller: Set[str] = set()
         """Signatures whose graph captured a tensor of its caller: traced per caller."""
-        self._body: Optional[Callable[..., Any]] = None
+        # The body of the call under way, per thread: a trace runs in the thread that called.
+        self._calling = threading.local()
         self._relaxed: Set[Tuple[Any, ...]] = set()  # signatures and specs traced for any rows
         # Our maths uses TensorFlow control flow explicitly: AutoGraph would only slow tracing.
         self._function = tf.function(self._traced, autograph=False, reduce_retracing=True)
@@ -214,9 +216,10 @@ class _SharedGraph:
     ) -> Any:
         del signature, variables  # the body reads them through its caller's objects
         _TRACES[0] += 1
-        assert self._body is not None
-        return self._body(*inputs)
+        return self._calling.body(*inputs)
 
+    # A user's own tf.function around a step (AutoGraph on) must not convert this dispatch.
+    @tf.autograph.experimental.do_not_convert
     def __call__(
         self,
         body: Callable[..., Any],
@@ -228,7 +231,7 @@ class _SharedGraph:
         traces = _TRACES[0]
         variables = () if walked is None else tuple(walked.variables)
         arguments = (signature, variables, tuple(inputs))
-        self._body = body
+        self._calling.body = body
         try:
             if rows_unknown:
                 # Trace once for any number of rows: a call of known rows dispatches to it.
@@ -239,7 +242,7 @@ class _SharedGraph:
                     self._relaxed.add(key)
             result = self._function(*arguments)
         finally:
-            self._body = None
+            self._calling.body = None
         if (
             walked is not None
             and _TRACES[0] != traces
@@ -296,6 +299,7 @@ class CompiledStep:
             and self._signature not in self._graph.per_caller
         )
 
+    @tf.autograph.experimental.do_not_convert
     def __call__(self, *inputs: Any) -> Any:
         if self.shared:
             assert self._graph is not None and self._signature is not None
