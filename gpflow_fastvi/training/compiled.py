@@ -17,8 +17,10 @@ A new trace is made, then, by
 
 - the first fit of a signature in the process;
 - data of a new shape: the first shape and the second are traced as given, and from the third on
-  TensorFlow traces one graph for any number of points (``reduce_retracing``), so that the folds
-  of a cross-validation, which differ by a point, trace at most twice;
+  TensorFlow traces one graph for any number of points (``reduce_retracing``); but a model with
+  ``num_data`` set (``GPClassifier`` sets it) bakes that number in, so each number of training
+  points traces once (the folds of a cross-validation that differ by a point, twice). A step
+  made with ``rows_unknown`` traces once for batches of any size;
 - any change of what the signature covers: a kernel, likelihood, prior or transform of another
   kind or another constant, another number of inducing inputs or latent functions, another dtype,
   other options of the fit (``n_upd``), or another GPflow jitter.

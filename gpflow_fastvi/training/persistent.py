@@ -129,10 +129,13 @@ class PersistentRun:
         # With the data in memory, the run keeps the local parameters of the last accepted sites:
         # a trial θ then starts from them rather than reading them off q(u) where it was set,
         # which costs a second projection of the data. A stream, or a strategy's replicas (each
-        # projecting its own rows), read them again.
-        keeps_sites = model.projects_all_at_once(data)
+        # projecting its own rows), read them again. In memory, too, the data are the loss's
+        # argument and the compiled steps are shared with every run of the same signature (the
+        # next fold, the next model of a grid); a stream is read through the run, and its graphs
+        # are the run's own.
+        in_memory = model.projects_all_at_once(data)
         self.accepted_sites: Optional[List[tf.Variable]] = None
-        if keeps_sites:
+        if in_memory:
             # A pass over the data: compiled and shared as the loss is, not run op by op.
             read = CompiledStep(
                 "PersistentRun.site_parameters",
@@ -140,10 +143,6 @@ class PersistentRun:
                 roots=(model,),
             )
             self.accepted_sites = [tf.Variable(p, trainable=False) for p in read(*data)]
-        # Data in memory is the loss's argument, and the compiled loss is shared with every run
-        # of the same signature (the next fold, the next model of a grid); a stream is read
-        # through the run, and its graph is the run's own.
-        in_memory = model.projects_all_at_once(data)
         self.lbfgs = LBFGSStage(
             self.loss,
             list(model.trainable_variables),

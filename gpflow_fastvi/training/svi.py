@@ -196,11 +196,18 @@ class NaturalGradientSVI:
             # The learning rate, a variable beside the slots (scale_steps assigns it).
             [v for _, v in sorted(vars(optimizer).items()) if isinstance(v, tf.Variable)],
         )
-        own = (self.rho, self.in_log_scale, self.units, self.inputs_measured, self.iteration)
+        own = (
+            self.rho,
+            self.in_log_scale,
+            self.units,
+            self.inputs_measured,
+            self.iteration,
+            self.step_scale,
+        )
         self._compiled_step = CompiledStep(
             "NaturalGradientSVI.step",
             self._step,
-            roots=(model, (*own, self.step_scale, optimizer_state)),
+            roots=(model, own, optimizer_state),
             shared=strategy_in_scope() is None and model.passes.pass_strategy() is None,
             # A batch is a mini-batch whatever its size (the last one of a pass may be shorter).
             rows_unknown=True,
