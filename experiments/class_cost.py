@@ -9,7 +9,7 @@ in D = 10 dimensions (standard normal, labels uniform over the classes; the logi
 C = 1), m = 100 inducing inputs (the first m points) and an SE kernel, and times compiled
 functions, each the median of ``REPEATS`` calls after the first:
 
-- ``objective, n_upd = k``: :meth:`~gpflow_fastvi.models.base.GaussianSitesModel.stepped_sites`
+- ``objective, n_upd = k``: :meth:`~gpflow_fastvi.models.base.GaussianSitesModel._stepped_sites`
   with k closed-form passes (so the difference between k = 2 and 1 is the price of one pass);
 - ``objective + gradient, n_upd = 3``: the same with its θ-gradient, what L-BFGS-B asks for;
 - ``natural step``: the full-batch natural parameters of one step of ``PolyaGammaSVGP``.
@@ -64,19 +64,19 @@ def row(n: int, classes: int, seed: int = 0) -> List[float]:
         return gpflow.kernels.SquaredExponential(lengthscales=np.full(FEATURES, 3.0))
 
     taylor = fv.VITaylor(kernel(), taylor_likelihood, Z, num_latent_gps=classes, num_data=n)
-    one = tf.function(lambda: taylor.stepped_sites(1, data).objective)
-    two = tf.function(lambda: taylor.stepped_sites(2, data).objective)
+    one = tf.function(lambda: taylor._stepped_sites(1, data).objective)
+    two = tf.function(lambda: taylor._stepped_sites(2, data).objective)
 
     @tf.function
     def evaluation() -> List[tf.Tensor]:
         with tf.GradientTape() as tape:
-            objective = taylor.stepped_sites(3, data).objective
+            objective = taylor._stepped_sites(3, data).objective
         return tape.gradient(objective, taylor.trainable_variables)
 
     pg = fv.PolyaGammaSVGP(kernel(), pg_likelihood, Z, num_latent_gps=classes, num_data=n)
     step = tf.function(
         lambda: stepped_natural_parameters(
-            pg, *data, pg.passes.Kmm_cholesky(), pg.q_mu, pg.q_sqrt, 1.0
+            pg, *data, pg._passes.Kmm_cholesky(), pg.q_mu, pg.q_sqrt, 1.0
         )
     )
     first, second = median_seconds(one), median_seconds(two)

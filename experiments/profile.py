@@ -12,7 +12,7 @@ of 100:
 
 - ``Kmn``: the kernel matrix K(Z, X) alone;
 - ``projection``: chol(Kmm) and A = L⁻¹ Kmn, with the diagonal of Knn;
-- ``objective, n_upd = k``: the forward pass of :meth:`~gpflow_fastvi.models.base.GaussianSitesModel.stepped_sites`
+- ``objective, n_upd = k``: the forward pass of :meth:`~gpflow_fastvi.models.base.GaussianSitesModel._stepped_sites`
   with k site steps, each a pass over the data (so the difference between k and k + 1 is the
   price of one pass);
 - ``objective + gradient, n_upd = k``: the same with the backward pass, as L-BFGS-B calls it;
@@ -72,7 +72,7 @@ def profile_sites_model(
     model.update_sites(2)  # sites away from their start, as during training
     # The local parameters the persistent route keeps from the last accepted iterate, and a
     # trial θ of L-BFGS-B a step away from it.
-    accepted = model.site_parameters()
+    accepted = model._site_parameters()
     model.kernel.variance.assign(model.kernel.variance * 1.01)
     variables = [
         model.kernel.variance.unconstrained_variable,
@@ -87,7 +87,7 @@ def profile_sites_model(
     def value_and_gradient(n_upd: int) -> Callable[[], tf.Tensor]:
         def run() -> tf.Tensor:
             with tf.GradientTape() as tape:
-                value = model.stepped_sites(n_upd, site_parameters=accepted).objective
+                value = model._stepped_sites(n_upd, site_parameters=accepted).objective
             gradients = tape.gradient(value, variables)
             return value + tf.add_n([tf.reduce_sum(g) for g in gradients]) * 0.0
 
@@ -100,14 +100,14 @@ def profile_sites_model(
         "projection": median_seconds(
             compiled(
                 lambda: tf.reduce_sum(
-                    model.passes.projection(data_X, model.passes.Kmm_cholesky())[0]
+                    model._passes.projection(data_X, model._passes.Kmm_cholesky())[0]
                 )
             )
         ),
     }
 
     def objective(n_upd: int) -> Callable[[], tf.Tensor]:
-        return lambda: model.stepped_sites(n_upd, site_parameters=accepted).objective
+        return lambda: model._stepped_sites(n_upd, site_parameters=accepted).objective
 
     for n_upd in (1, 2, 3):
         seconds[f"objective, n_upd = {n_upd}"] = median_seconds(compiled(objective(n_upd)))

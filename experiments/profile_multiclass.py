@@ -43,12 +43,12 @@ def evaluation_seconds(model: fv.VIConcave, X: np.ndarray, Y: np.ndarray) -> Dic
     """Trace, first-call and median seconds of one persistent-route evaluation of ``model``."""
     data = (tf.constant(X), tf.constant(Y))
     model.update_sites(1, data=data)
-    accepted = model.site_parameters(data) if model.steps_from_site_parameters else None
+    accepted = model._site_parameters(data) if model.steps_from_site_parameters else None
     variables = list(model.trainable_variables)
 
     def run() -> tf.Tensor:
         with tf.GradientTape() as tape:
-            value = model.stepped_sites(N_UPD, data, site_parameters=accepted).objective
+            value = model._stepped_sites(N_UPD, data, site_parameters=accepted).objective
         gradients = tape.gradient(value, variables)
         return value + 0.0 * tf.add_n([tf.reduce_sum(g) for g in gradients])
 

@@ -37,7 +37,7 @@ def _model(X: np.ndarray, m: int) -> VIJJ:
 def _unchecked(model: VIJJ) -> VIJJ:
     """``model`` with the stream's structure checked as before the checks existed, and nothing
     else: no per-batch values, no row count."""
-    passes = model.passes
+    passes = model._passes
     passes.checked_pass_stream = checked_dataset  # type: ignore[method-assign]
     passes.sum_over_data = passes._sum_on_devices  # type: ignore[method-assign]
     return model
@@ -49,13 +49,13 @@ def evaluation(model: VIJJ, dataset: tf.data.Dataset) -> Callable[[], Any]:
     three closed-form site steps, each a pass over the stream, and its gradient in the kernel's
     hyperparameters (a further pass). The stream is checked once, outside, as ``fit`` checks it.
     """
-    stream = model.passes.training_data(dataset)
+    stream = model._passes.training_data(dataset)
     variables = model.kernel.trainable_variables
 
     @tf.function(autograph=False)
     def evaluate() -> Any:
         with tf.GradientTape() as tape:
-            objective = model.stepped_sites(FULL_DATA_STEPS, stream).objective
+            objective = model._stepped_sites(FULL_DATA_STEPS, stream).objective
         return objective, tape.gradient(objective, variables)
 
     return lambda: tf.nest.map_structure(lambda t: t.numpy(), evaluate())

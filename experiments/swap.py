@@ -22,7 +22,7 @@ their differences from ``fit``'s, marked against the swap's promise (within
 from the start and run once; the Adam loop ends wherever its last mini-batches left it, so it runs
 ``--repeats`` times with different shuffles and the row gives the medians and the range of its test
 accuracy. Beside the test figures it gives the SVGP ELBO per training point at the end of each
-loop (:meth:`~gpflow_fastvi.models.site_model.SiteModel.yardstick_elbo`, the same number for every
+loop (:meth:`~gpflow_fastvi.models.site_model.SiteModel.elbo`, the same number for every
 model): how far each loop got on the objective, which says whether a loop reached the method's
 answer where test figures cannot, on a set whose ELBO keeps rising along hyperparameters that
 predict worse. ``--scipy-maxiter`` bounds L-BFGS-B's iterations (SciPy's default, 15,000, with its
@@ -189,7 +189,7 @@ def compare_loops(
                 )
                 seconds = time.perf_counter() - start
                 scores = metrics_function(model, None, *test, compiled=False)()
-                elbo = float(model.yardstick_elbo(data)) / N
+                elbo = float(model.elbo(data)) / N
                 runs.append((seconds, scores["test_accuracy"], scores["test_nll"], elbo))
                 report(
                     f"{model_name} {loop} (run {run + 1}): {seconds:.1f} s, "

@@ -7,7 +7,7 @@ partial sums are all-reduced once (:func:`sum_over_replicas`); the rest
 (Kmm, its factor, q(u), the optimiser) is M × M work done once, outside the replicas.
 
 A model built inside ``strategy.scope()`` keeps that strategy
-(:attr:`~gpflow_fastvi.models.site_model.SiteModel.distribute_strategy`): :func:`~gpflow_fastvi.fit`,
+(:attr:`~gpflow_fastvi.models.passes.DataPasses.distribute_strategy`): :func:`~gpflow_fastvi.fit`,
 ``training_loss`` and the other calls that pass over the data then share every pass among its
 replicas, whether or not they are made inside the scope. Inside ``strategy.run`` (a replica's own
 step, as a Keras custom loop writes it) a call sums only the data it is given.

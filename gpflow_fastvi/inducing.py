@@ -136,7 +136,7 @@ def greedy_inducing_points(
     :param working_set_size: J, the candidates drawn (without replacement) at each step; None for
         every row not yet chosen.
     :param weights: wᵢ ≥ 0, one per row ([N] or [N, 1]), not all zero; default ones. A
-        classification model's site precisions (``model.site_precisions(X, Y)``) weight the rows by
+        classification model's site precisions (``model._site_precisions(X, Y)``) weight the rows by
         how much the likelihood pins f there.
     :param seed: seeds the working sets (unused when ``working_set_size`` is None).
     :param criterion: ``"trace"`` or ``"variance"``, as above.

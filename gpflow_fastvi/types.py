@@ -61,7 +61,7 @@ class SteppedSites(NamedTuple):
     The outcome of some closed-form site steps from a model's q(u): the objective of the last
     sites read and the q(u) that is optimal for them; what an optimiser evaluates at a trial θ and
     makes the model's own at an accepted one
-    (:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel.stepped_sites`).
+    (:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel._stepped_sites`).
     """
 
     objective: tf.Tensor
@@ -74,7 +74,7 @@ class SteppedSites(NamedTuple):
     """The local parameters of the sites read off that q(u), each [N, L], where the next step
     starts; only when the steps started from given ones (else empty)."""
     yardstick: Optional[tf.Tensor] = None
-    """The SVGP ELBO of that q(u) (the model's ``yardstick_elbo`` once it is adopted), for a
+    """The SVGP ELBO of that q(u) (the model's ``elbo`` once it is adopted), for a
     model whose objective is not a bound, from the marginals at which the next step's local
     parameters were read; only when those are returned (else ``None``)."""
 

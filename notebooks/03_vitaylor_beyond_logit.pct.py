@@ -264,7 +264,7 @@ fig.tight_layout()
 # %%
 X_t, Y_t = probit.data
 _, _, h_trained = log_density_derivatives(
-    lambda F: probit.likelihood.log_prob(X_t, F, Y_t), probit.site_parameters()[0]
+    lambda F: probit.likelihood.log_prob(X_t, F, Y_t), probit.predict_f(X_t)[0]  # ξ = E_q[f]
 )
 clipped = int(np.sum(h_trained.numpy() > 0))
 print(f"training points with a clipped site (h > 0 at ξ): {clipped} of {probit.num_data}")
@@ -315,7 +315,7 @@ def fit_with_history(model):
     """fv.fit, with the SVGP ELBO and the largest ξᵢ recorded before training and after each row."""
 
     def record(m):
-        (xi,) = m.site_parameters()
+        xi, _ = m.predict_f(m.data[0])  # the expansion points ξ = E_q[f], read off q(u)
         return {"elbo": float(m.elbo()), "max_xi": float(np.max(xi.numpy()))}
 
     start = dict(iteration=0, time=0.0, **record(model))

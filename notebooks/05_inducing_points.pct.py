@@ -48,7 +48,7 @@ import tensorflow as tf
 
 import gpflow_fastvi as fv
 from gpflow_fastvi.datasets import load_banana, standardise, train_test_split
-from gpflow_fastvi.sites import jj_sites
+from gpflow_fastvi.sites import jj_optimal_xi, jj_sites
 
 QUICK = os.environ.get("GPFLOW_FASTVI_QUICK") == "1"  # set by the test suite: shorter runs
 M_VALUES = [4, 16, 32] if QUICK else [4, 8, 16, 32, 64, 128]
@@ -78,7 +78,7 @@ def nll(model):
 
 def update_seconds(model, repeats=10):
     """Median wall-clock of one compiled closed-form update of q(u), after a warm-up call."""
-    update = tf.function(model.update_q)
+    update = tf.function(lambda: model.update_sites(1))
     update()  # compiles
     times = []
     for _ in range(repeats):
@@ -116,7 +116,7 @@ def train(model):
 # as the starting point, one `fv.fit`. Wall-clock is the trace's `time` column: training only,
 # with the compilation of the two functions `fit` builds included. How long a fit takes also
 # depends on how many iterations θ needs, so we time one update on its own as well: the
-# closed-form q(u) for the fitted state (`model.update_q`, compiled with `tf.function`), which
+# closed-form q(u) for the fitted state (`model.update_sites(1)`, compiled with `tf.function`), which
 # forms A W Aᵀ and A b, O(N m²), and factorises B, O(m³).
 
 # %%
@@ -208,21 +208,25 @@ for smaller, larger in zip(sweep, sweep[1:]):
 # per-point slack E_q[log σ(yᵢ fᵢ)] − E_q[siteᵢ] uses the model's marginals q(fᵢ) = N(mᵢ, sᵢ²)
 # (`predict_f` on the training inputs): the site's expectation is
 # aᵢ + bᵢ mᵢ − wᵢ (mᵢ² + sᵢ²)/2 with the site coefficients from `gpflow_fastvi.sites.jj_sites`
-# at the ξ read off the model's q(u) (`model.site_parameters()`: the model stores no ξ, only
-# q(u)), and E_q[log σ] comes from the likelihood's own quadrature, as in `elbo()`. Their sum
-# should equal the ELBO minus the JJ bound at the same q(u) and ξ, `model.sites_elbo()`.
+# at the ξ read off the model's q(u), ξᵢ² = mᵢ² + sᵢ² (`jj_optimal_xi`: the model stores no ξ,
+# only q(u); `model.local_sites` gives the same sites), and E_q[log σ] comes from the
+# likelihood's own quadrature, as in `elbo()`. Their sum should equal the ELBO minus the JJ
+# bound, `model.maximum_log_likelihood_objective()`: the collapsed bound of those sites, which
+# is their ELBO at the stored q(u) once the fit has converged (q(u) is then optimal for them).
 
 # %%
 largest = sweep[-1]
 model = largest["model"]
 Fmu, Fvar = model.predict_f(X_train)
 expected_log_lik = model.likelihood.variational_expectations(X_train, Fmu, Fvar, Y_train)
-(xi,) = model.site_parameters()
+xi = jj_optimal_xi(Fmu, Fvar)
 sites = jj_sites(tf.constant(2.0 * Y_train - 1.0), xi)  # labels in {-1, +1}
 expected_site = sites.a + sites.b * Fmu - sites.w * (Fmu**2 + Fvar) / 2
 slack = (expected_log_lik[:, None] - expected_site).numpy()[:, 0]
 print(f"m = {largest['m']}: sum of per-point slacks {slack.sum():.4f}")
-print(f"         ELBO − Ĵ at q(u)          {float(model.elbo() - model.sites_elbo()):.4f}")
+print(
+    f"         ELBO − Ĵ at q(u)          {float(model.elbo() - model.maximum_log_likelihood_objective()):.4f}"
+)
 print(f"smallest per-point slack {slack.min():.2e}, largest {slack.max():.3f}")
 
 # %%
@@ -348,7 +352,7 @@ fig.tight_layout()
 # The greedy selection above used the starting kernel, whose lengthscales are not the trained
 # ones, and counted every training point alike. `fv.fit(model, greedy_rounds=R)` is Titsias's
 # alternating scheme: R times, select the M inputs at the current kernel, with each point's term
-# weighted by its site precision wᵢ at the current q(u) (`model.site_precisions()`: the same wᵢ
+# weighted by its site precision wᵢ at the current q(u) (the `w` of `model.local_sites`: the same wᵢ
 # that weight the trace term in the model's own bound), carry q(u) over to the new inputs, and
 # train. The trace marks each row with its round; the figure of each round below is its last row.
 

@@ -32,7 +32,7 @@ SLOW_CASES = frozenset(
         "yardstick[PolyaGammaSVGP]",
         "test_contract_multiclass.py::test_a_natural_gradient_step_of_one_at_the_fixed_point_"
         "changes_nothing[VIConcave]",
-        "test_fit.py::test_fit_compiles_its_loss_once_however_many_iterations[analytic-objective]",
+        "test_fit.py::test_fit_compiles_its_loss_once_however_many_iterations[analytic-_objective]",
         "test_sklearn.py::test_predictions_survive_a_pickle_round_trip_exactly[three_classes]",
     }
 )

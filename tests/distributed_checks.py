@@ -125,7 +125,7 @@ def two_devices():
     seen = []
 
     class Spy(fv.VIJJ):
-        def optimal_site_parameters(self, X, Y, Fmu, Fvar):
+        def _optimal_site_parameters(self, X, Y, Fmu, Fvar):
             replica = tf.distribute.get_replica_context().replica_id_in_sync_group
             record = tf.py_function(
                 lambda r, n: seen.append((int(r), int(n))) or 0,
@@ -133,7 +133,7 @@ def two_devices():
                 tf.int32,
             )
             with tf.control_dependencies([record]):
-                return [tf.identity(p) for p in super().optimal_site_parameters(X, Y, Fmu, Fvar)]
+                return [tf.identity(p) for p in super()._optimal_site_parameters(X, Y, Fmu, Fvar)]
 
     with strategy.scope():
         spy = Spy(
@@ -243,7 +243,7 @@ def two_devices():
     fv.fit(one, data, max_iter=3)
     fv.fit(outside, data, max_iter=3, strategy=strategy)
     out["fit_with_strategy_argument"] = differences(outside, one)
-    out["no_strategy_after_fit"] = outside.distribute_strategy is None
+    out["no_strategy_after_fit"] = outside._passes.distribute_strategy is None
     other = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     try:
         fv.fit(shared, data, max_iter=1, strategy=other)

@@ -144,11 +144,11 @@ def test_objective_and_yardstick_are_finite_and_a_bound_lies_below_the_yardstick
     model.update_sites(30, data=call_data)
     # The objective reads the sites off the stored q(u), as the next closed-form step does (and
     # PolyaGammaSVGP's reports the ELBO after its step, which at the fixed point is the same).
-    objective = model.objective(call_data)
+    objective = model._objective(call_data)
     np.testing.assert_allclose(model.update_sites(1, data=call_data), objective, rtol=1e-10)
-    yardstick = model.yardstick_elbo(call_data)
+    yardstick = model.elbo(call_data)
     assert np.isfinite(objective) and np.isfinite(yardstick)
-    if model.objective_is_bound:
+    if model._objective_is_bound:
         assert objective <= yardstick + 1e-8
 
 
@@ -248,8 +248,8 @@ def test_gpflows_training_interface_takes_the_data_per_call(family_model_class, 
         model.training_loss_closure(batches, compile=False)()  # the eager form runs too
         closure = model.training_loss_closure(batches)
     # A model whose mini-batch loop ends short of fit says so once, in one sentence.
-    advice = [w for w in caught if str(w.message) == family_model_class.mini_batch_closure_advice]
-    assert len(advice) == (1 if family_model_class.mini_batch_closure_advice else 0)
+    advice = [w for w in caught if str(w.message) == family_model_class._mini_batch_closure_advice]
+    assert len(advice) == (1 if family_model_class._mini_batch_closure_advice else 0)
     if advice:
         assert str(advice[0].message).count(". ") == 0 and "fit(" in str(advice[0].message)
     optimizer = gpflow.keras.tf_keras.optimizers.Adam(0.01)
@@ -464,7 +464,7 @@ def test_every_model_trains_in_float32_to_the_float64_answer(model_class, data):
         assert trace.stop_reason == "converged", trace
         predictions[dtype] = p.numpy()
         objectives[dtype] = trace.rows[-1]["objective"]
-    if model_class.objective_is_bound:
+    if model_class._objective_is_bound:
         np.testing.assert_allclose(predictions[np.float32], predictions[np.float64], atol=5e-3)
     else:
         window_tolerance = PATIENCE * TOL * len(data[0])
@@ -496,12 +496,12 @@ def test_moving_the_inducing_inputs_keeps_the_posterior(model_class, data):
     Xnew = np.linspace(-2, 2, 9)[:, None].repeat(2, axis=1)
     mean, var = model.predict_f(Xnew)
     Z = model.inducing_variable.Z.numpy()
-    model.move_inducing_inputs(Z[::-1])
+    model._move_inducing_inputs(Z[::-1])
     np.testing.assert_allclose(model.predict_f(Xnew)[0], mean, rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(model.predict_f(Xnew)[1], var, rtol=1e-3, atol=1e-4)
     Z_new = data[0][1::5].copy()
     at_new = model.predict_f(Z_new, full_cov=True)
-    model.move_inducing_inputs(Z_new)
+    model._move_inducing_inputs(Z_new)
     np.testing.assert_array_equal(model.inducing_variable.Z.numpy(), Z_new)
     moved = model.predict_f(Z_new, full_cov=True)
     np.testing.assert_allclose(moved[0], at_new[0], rtol=1e-3, atol=1e-4)
@@ -511,7 +511,7 @@ def test_moving_the_inducing_inputs_keeps_the_posterior(model_class, data):
 def test_greedy_rounds_choose_rows_of_X_weighted_by_the_sites(family_model_class, data):
     X, Y = data
     model = FACTORIES[family_model_class](data, X[:8].copy())
-    w = model.site_precisions(data)
+    w = model._site_precisions(data)
     assert w.shape == (50,) and np.all(w > 0)
     trace = fv.fit(model, _call_data(model, data), greedy_rounds=2, max_iter=5)
     Z = model.inducing_variable.Z.numpy()

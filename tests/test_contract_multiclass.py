@@ -70,7 +70,7 @@ def _fitted(model_class, data):
 
 
 def test_every_multi_class_model_is_in_the_contract():
-    assert {c for c in ALL_MODELS if c.multi_class_likelihoods} == set(MULTI_CLASS_FACTORIES)
+    assert {c for c in ALL_MODELS if c._multi_class_likelihoods} == set(MULTI_CLASS_FACTORIES)
 
 
 def test_predict_y_gives_a_distribution_over_the_classes(model_class, data):

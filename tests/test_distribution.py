@@ -125,7 +125,7 @@ def test_fit_refuses_a_strategy_that_is_not_one(data):
     model = fv.VIJJ(gpflow.kernels.SquaredExponential(), None, data[0][:5], num_data=50)
     with pytest.raises(TypeError, match="tf.distribute.Strategy"):
         fv.fit(model, data, strategy="mirrored")
-    assert model.distribute_strategy is None
+    assert model._passes.distribute_strategy is None
 
 
 @pytest.mark.slow

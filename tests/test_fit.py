@@ -19,7 +19,7 @@ from .test_vi_jj import make_vijj
 @pytest.mark.slow
 def test_every_method_raises_the_bound_and_records_rows(binary_data, method):
     model = make_vijj(binary_data)
-    start = float(model.collapsed_bound().total)
+    start = float(model._collapsed_bound().total)
     trace = fv.fit(model, method=method, max_iter=8, tol=0.0)
     objectives = trace.column("objective")
     assert trace.method == method and trace.stop_reason == "max_iter"
@@ -31,7 +31,7 @@ def test_every_method_raises_the_bound_and_records_rows(binary_data, method):
     assert np.all(np.diff(objectives) > -1e-6 * np.abs(objectives[1:]))
     # The last row is the bound of the sites the stored q(u) is optimal for: the sites read off
     # that q(u) are one more closed-form step, which cannot lower it.
-    assert objectives[-1] <= float(model.objective()) + 1e-10
+    assert objectives[-1] <= float(model._objective()) + 1e-10
 
 
 @pytest.mark.slow
@@ -326,11 +326,11 @@ def test_the_log_scale_takes_softplus_parameters_only_and_leaves_the_values_alon
 def test_stepped_sites_assign_nothing_and_match_update_sites(binary_data):
     model = make_vijj(binary_data)
     q_mu = model.q_mu.numpy()
-    stepped = model.stepped_sites(2).objective
+    stepped = model._stepped_sites(2).objective
     np.testing.assert_array_equal(model.q_mu.numpy(), q_mu)  # a trial evaluation leaves q(u)
     np.testing.assert_allclose(stepped, model.update_sites(2), rtol=1e-12)
     # The objective reads the sites off the stored q(u): what one more step starts from.
-    np.testing.assert_allclose(model.objective(), model.update_sites(1), rtol=1e-12)
+    np.testing.assert_allclose(model._objective(), model.update_sites(1), rtol=1e-12)
 
 
 @pytest.mark.parametrize("model_class", [fv.VIJJ, fv.VITaylor, fv.KLCorrected])
@@ -342,20 +342,20 @@ def test_kept_site_parameters_give_the_steps_that_read_q_u_where_it_was_set(
     it was set, and the parameters a result carries are those the next step reads."""
     Z = binary_data[0][::5].copy()
     model = model_class(gpflow.kernels.SquaredExponential(), inducing_variable=Z, data=binary_data)
-    accepted = model.stepped_sites(2, site_parameters=model.site_parameters())
-    model.adopt(accepted)
+    accepted = model._stepped_sites(2, site_parameters=model._site_parameters())
+    model._adopt(accepted)
     model.kernel.variance.assign(1.7)  # a trial θ away from the accepted one
-    read, kept = model.stepped_sites(3), model.stepped_sites(
+    read, kept = model._stepped_sites(3), model._stepped_sites(
         3, site_parameters=accepted.site_parameters
     )
     for a, b in zip(read[:3], kept[:3]):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
     model.kernel.variance.assign(1.0)  # back at the accepted θ: what a read there gives
-    for a, b in zip(model.site_parameters(), accepted.site_parameters):
+    for a, b in zip(model._site_parameters(), accepted.site_parameters):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="needs the data as arrays"):
         dataset = tf.data.Dataset.from_tensor_slices(binary_data).batch(50)
-        model.stepped_sites(1, dataset, site_parameters=accepted.site_parameters)
+        model._stepped_sites(1, dataset, site_parameters=accepted.site_parameters)
 
 
 @pytest.mark.slow
@@ -366,7 +366,7 @@ def test_stepped_sites_objective_gradient_is_that_of_the_bound_maximised_over_xi
     model.update_sites(60)  # ξ at the optimum: the gradient as after 300 steps, to 1e-9
     variance = model.kernel.variance
     with tf.GradientTape() as tape:
-        value = model.stepped_sites(2).objective
+        value = model._stepped_sites(2).objective
     gradient = tape.gradient(value, variance.unconstrained_variable).numpy()
 
     def maximised(u):
@@ -390,7 +390,7 @@ def test_the_persistent_route_never_lowers_the_bound_and_beats_its_start(binary_
     # Each row: an L-BFGS step that lowers −Ĵ at stepped sites, then closed-form steps of ξ,
     # which cannot lower a bound.
     assert np.all(np.diff(objectives) > -1e-8 * np.abs(objectives[1:]))
-    assert objectives[-1] <= float(model.objective()) + 1e-10
+    assert objectives[-1] <= float(model._objective()) + 1e-10
 
 
 def test_the_persistent_route_adopts_the_q_u_of_each_accepted_iterate(binary_data):
@@ -400,17 +400,17 @@ def test_the_persistent_route_adopts_the_q_u_of_each_accepted_iterate(binary_dat
     model = make_vijj(binary_data)
     trace = fv.fit(model, method="persistent", max_iter=6, tol=0.0)
     assert len(trace.rows) == 6
-    stepped = model.stepped_sites(1)
-    np.testing.assert_allclose(stepped.objective, model.objective(), rtol=1e-12)
+    stepped = model._stepped_sites(1)
+    np.testing.assert_allclose(stepped.objective, model._objective(), rtol=1e-12)
     # q(u) was set at the accepted θ: a step taken from it reads the same sites again if
     # nothing moved, so two further steps differ from one by less than the first moved it.
     first = np.abs(stepped.q_mu.numpy() - model.q_mu.numpy()).max()
-    second = np.abs(model.stepped_sites(2).q_mu.numpy() - stepped.q_mu.numpy()).max()
+    second = np.abs(model._stepped_sites(2).q_mu.numpy() - stepped.q_mu.numpy()).max()
     assert second < first
 
 
 @pytest.mark.parametrize(
-    "method, traced", [("persistent", "stepped_sites"), ("analytic", "objective")]
+    "method, traced", [("persistent", "_stepped_sites"), ("analytic", "_objective")]
 )
 def test_fit_compiles_its_loss_once_however_many_iterations(binary_data, method, traced):
     """Python code inside a tf.function runs only while it is traced: counting calls of the
@@ -484,5 +484,5 @@ def test_a_restored_snapshot_records_q_u_as_set_at_the_restored_hyperparameters(
     snapshot.restore()
     for variable, value in zip(model.variables, kept):
         np.testing.assert_array_equal(variable.numpy(), value)
-    assert bool(model.q_frame.belongs_to(model.q_mu, model.q_sqrt))
-    assert bool(model.q_frame.is_at_model())
+    assert bool(model._q_frame.belongs_to(model.q_mu, model.q_sqrt))
+    assert bool(model._q_frame.is_at_model())

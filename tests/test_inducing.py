@@ -151,7 +151,9 @@ def test_vijj_site_precisions_are_the_jaakkola_jordan_curvature(binary_data):
     fv.fit(model, (X, Y), max_iter=3)
     mean, var = (t.numpy()[:, 0] for t in model.predict_f(X))
     xi = np.sqrt(mean**2 + var)
-    np.testing.assert_allclose(model.site_precisions((X, Y)), np.tanh(xi / 2) / (2 * xi), rtol=1e-8)
+    np.testing.assert_allclose(
+        model._site_precisions((X, Y)), np.tanh(xi / 2) / (2 * xi), rtol=1e-8
+    )
 
 
 @pytest.fixture

@@ -185,7 +185,7 @@ def test_newton_e_step_reaches_the_papers_fixed_point_in_a_few_steps(rng, form):
     assert fixed - coordinate_run[-1] > 1e-6 * abs(fixed)  # still short after 50 steps
     coordinate_run += _fixed_point_run(coordinate, 3000)
     np.testing.assert_allclose(coordinate_run[-1], fixed, rtol=1e-9)
-    f_mean = lambda model: model.site_parameters()[0].numpy()  # noqa: E731
+    f_mean = lambda model: model._site_parameters()[0].numpy()  # noqa: E731
     np.testing.assert_allclose(f_mean(coordinate), f_mean(newton), atol=1e-5)
 
     newton.e_step = "coordinate"
@@ -225,10 +225,10 @@ def test_kl_corrected_bound_is_above_standard_and_equal_after_q_update(small_dat
     Z = small_data[0][::3].copy() if form == "sparse" else None
     model = KLCorrected(_kernel(), inducing_variable=Z, data=small_data)
     model.update_sites(3)
-    q_f = model.site_parameters()  # q(fₙ), held fixed from here on
-    model.update_q(site_parameters=q_f)
-    corrected = lambda: model.kl_corrected_bound(site_parameters=q_f).numpy()  # noqa: E731
-    standard = lambda: model.standard_bound(site_parameters=q_f).numpy()  # noqa: E731
+    q_f = model._site_parameters()  # q(fₙ), held fixed from here on
+    model._update_q(site_parameters=q_f)
+    corrected = lambda: model._kl_corrected_bound(site_parameters=q_f).numpy()  # noqa: E731
+    standard = lambda: model._standard_bound(site_parameters=q_f).numpy()  # noqa: E731
     np.testing.assert_allclose(corrected(), standard(), rtol=1e-10)
 
     # Move θ and β with q held fixed: the correction KL[q(f̄) ‖ p(f̄ | ⟨f⟩)] becomes positive.
@@ -238,7 +238,7 @@ def test_kl_corrected_bound_is_above_standard_and_equal_after_q_update(small_dat
     moved = corrected()
     assert moved > standard() + 1e-2
 
-    model.update_q(site_parameters=q_f)  # the q(f̄) update closes the gap
+    model._update_q(site_parameters=q_f)  # the q(f̄) update closes the gap
     np.testing.assert_allclose(corrected(), standard(), rtol=1e-10)
     np.testing.assert_allclose(corrected(), moved, rtol=1e-10)
 
@@ -253,7 +253,7 @@ def test_bounds_and_yardstick_are_below_log_marginal_likelihood(rng, bound):
     K = model.kernel(X).numpy() + (1e-6 + 1.0 / beta) * np.eye(4)  # f = f̄ + ε
     log_lik = lambda F: sum(_gpflow_probit(Y[i, 0])(F[:, i]) for i in range(4))  # noqa: E731
     log_p = log_integral_by_quadrature(K, log_lik, order=40)
-    for value in (model.kl_corrected_bound(), model.standard_bound(), model.elbo()):
+    for value in (model._kl_corrected_bound(), model._standard_bound(), model.elbo()):
         assert value.numpy() < log_p
 
 
@@ -269,12 +269,12 @@ def test_gaussian_noise_objective_is_gpr_and_sgpr_on_pseudo_targets(rng):
         fit(model, max_iter=5)
         model.kernel.lengthscales.assign(0.6)  # anywhere, not only at the optimum
         noise = 1.0 / model.beta.numpy()
-        q_f = model.site_parameters()
+        q_f = model._site_parameters()
         pseudo = (X, q_f[0].numpy())
         # The full form is the sparse form with Z = X: SGPR's collapsed bound, to rounding.
         inducing = X if model is full else model.inducing_variable.Z.numpy()  # trained from Z
         reference = gpflow.models.SGPR(pseudo, model.kernel, inducing, noise_variance=noise)
-        got = model.kl_corrected_bound(site_parameters=q_f) - model.local_bound_terms(
+        got = model._kl_corrected_bound(site_parameters=q_f) - model._local_bound_terms(
             site_parameters=q_f
         )
         np.testing.assert_allclose(got, reference.elbo(), rtol=1e-9)
@@ -287,7 +287,7 @@ def test_gaussian_noise_objective_is_gpr_and_sgpr_on_pseudo_targets(rng):
         variance = float(model.likelihood.variance.numpy())
         K = model.kernel(X).numpy() + (variance + noise) * np.eye(len(X))
         log_p = stats.multivariate_normal(np.zeros(len(X)), K).logpdf(Y[:, 0])
-        assert model.kl_corrected_bound().numpy() < log_p
+        assert model._kl_corrected_bound().numpy() < log_p
         assert model.elbo().numpy() < log_p
 
 
@@ -301,7 +301,7 @@ def test_sparse_form_with_inducing_inputs_at_the_data_equals_full_form(small_dat
     np.testing.assert_allclose(
         full_trace.column("objective"), sparse_trace.column("objective"), rtol=1e-6
     )
-    for name in ("kl_corrected_bound", "standard_bound", "elbo"):
+    for name in ("_kl_corrected_bound", "_standard_bound", "elbo"):
         np.testing.assert_allclose(getattr(full, name)(), getattr(sparse, name)(), rtol=1e-6)
     Xnew = np.linspace(-2, 2, 7)[:, None].repeat(2, axis=1)
     for a, b in zip(full.predict_f(Xnew), sparse.predict_f(Xnew)):
@@ -339,7 +339,7 @@ def test_fit_runs_em_with_one_trace_row_per_iteration_and_never_lowers_the_bound
     # Each row is taken right after an E-step, where the two bounds coincide: the bound of the
     # q(fₙ) that the stored q(f̄) is optimal for. Reading q(fₙ) off q(f̄) again, an E-step for
     # q(fₙ), cannot lower either bound.
-    for bound_now in (model.standard_bound(), model.kl_corrected_bound()):
+    for bound_now in (model._standard_bound(), model._kl_corrected_bound()):
         assert objective[-1] <= float(bound_now) + 1e-10
 
 
@@ -350,7 +350,7 @@ def test_gpflow_scipy_on_the_training_loss_reaches_the_fit(small_data):
     fit(fitted)
     model = KLCorrected(_kernel(), data=small_data)
     gpflow.optimizers.Scipy().minimize(model.training_loss_closure(), model.trainable_variables)
-    np.testing.assert_allclose(model.objective(), fitted.objective(), rtol=1e-5)
+    np.testing.assert_allclose(model._objective(), fitted._objective(), rtol=1e-5)
     Xnew = np.linspace(-2, 2, 7)[:, None].repeat(2, axis=1)
     np.testing.assert_allclose(model.predict_y(Xnew)[0], fitted.predict_y(Xnew)[0], atol=1e-3)
 
@@ -387,7 +387,7 @@ def test_signed_labels_give_the_same_model_and_inputs_are_not_modified(small_dat
     X_before, Y_signed = X.copy(), 2.0 * Y - 1.0
     a = KLCorrected(_kernel(), data=(X, Y))
     b = KLCorrected(_kernel(), data=(X, Y_signed))
-    np.testing.assert_allclose(a.kl_corrected_bound(), b.kl_corrected_bound(), rtol=1e-12)
+    np.testing.assert_allclose(a._kl_corrected_bound(), b._kl_corrected_bound(), rtol=1e-12)
     np.testing.assert_array_equal(X, X_before)
     np.testing.assert_array_equal(Y_signed, 2.0 * Y - 1.0)
 
@@ -414,12 +414,12 @@ def test_default_persistent_route_adopts_e_steps_with_their_optimal_q(small_data
     that takes it), ``fit`` takes EM by default.
     """
     model = KLCorrected(_kernel(), inducing_variable=6, data=small_data)
-    start = float(model.kl_corrected_bound())
+    start = float(model._kl_corrected_bound())
     trace = fit(model, max_iter=30)
     assert trace.method == "persistent"
     final = trace.rows[-1]["objective"]
-    np.testing.assert_allclose(model.kl_corrected_bound(), final, rtol=1e-10)
-    np.testing.assert_allclose(model.standard_bound(), final, rtol=1e-10)
+    np.testing.assert_allclose(model._kl_corrected_bound(), final, rtol=1e-10)
+    np.testing.assert_allclose(model._standard_bound(), final, rtol=1e-10)
     em = KLCorrected(_kernel(), inducing_variable=6, data=small_data)
     em_final = fit(em, method="em", max_iter=3).rows[-1]["objective"]
     assert start < em_final <= final + 1e-8 * abs(final)
@@ -448,12 +448,12 @@ def test_the_likelihoods_own_parameters_get_the_gradient_of_the_maximised_bound(
     def converged(variance):
         built = model(variance)
         built.update_sites(60)
-        return float(built.objective())
+        return float(built._objective())
 
     at = model(0.5)
     at.update_sites(60)
     with tf.GradientTape() as tape:
-        objective = at.objective()
+        objective = at._objective()
     gradient = tape.gradient(objective, at.likelihood.variance.unconstrained_variable)
     assert gradient is not None
     h = 1e-4

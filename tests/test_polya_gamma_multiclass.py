@@ -101,7 +101,7 @@ def test_step_agrees_with_gpflow_natural_gradient_per_class(rng, whiten, rho):
         random_q(model)
     fv.NaturalGradientSVI(ours, step_size=rho).step(tensors)
     gpflow.optimizers.NaturalGradient(gamma=rho).minimize(
-        lambda: -theirs.elbo(tensors), [(theirs.q_mu, theirs.q_sqrt)]
+        lambda: -theirs.maximum_log_likelihood_objective(tensors), [(theirs.q_mu, theirs.q_sqrt)]
     )
     np.testing.assert_allclose(ours.q_mu, theirs.q_mu, rtol=1e-7, atol=1e-9)
     S_ours = ours.q_sqrt @ tf.linalg.matrix_transpose(ours.q_sqrt)
@@ -122,7 +122,7 @@ def test_the_augmented_elbo_is_below_svgp_elbo_by_quadrature(rng):
         for label, mu, var in zip(data[1][:, 0], Fmu, Fvar)
     )
     svgp_elbo = expected - float(tf.reduce_sum(model.prior_kl()))
-    augmented = float(model.elbo(data))
+    augmented = float(model.maximum_log_likelihood_objective(data))
     assert augmented <= svgp_elbo
     assert augmented > svgp_elbo - 1.5 * len(data[0])
 
@@ -180,4 +180,4 @@ def test_bad_construction_and_labels_raise_clear_errors(rng):
         (np.eye(C)[Y[:, 0].astype(int)], r"np.argmax"),
     ]:
         with pytest.raises(InvalidDataError, match=words):
-            model.elbo((X, bad))
+            model.maximum_log_likelihood_objective((X, bad))

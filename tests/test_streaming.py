@@ -45,7 +45,7 @@ def test_a_streamed_evaluation_equals_the_in_memory_one(data, name):
     results = []
     for call_data in (data, _dataset(data)):
         with tf.GradientTape() as tape:
-            stepped = model.stepped_sites(2, call_data)
+            stepped = model._stepped_sites(2, call_data)
         gradient = tape.gradient(stepped.objective, model.trainable_variables)
         results.append((stepped.objective, stepped.q_mu, gradient, model.elbo(call_data)))
     (o1, q1, g1, e1), (o2, q2, g2, e2) = results
@@ -104,7 +104,7 @@ PEAK_MEMORY_SCRIPT = textwrap.dedent("""
     @tf.function(autograph=False)
     def evaluation():
         with tf.GradientTape() as tape:
-            stepped = model.stepped_sites(2, dataset)
+            stepped = model._stepped_sites(2, dataset)
         return stepped.objective, tape.gradient(stepped.objective, model.trainable_variables)
 
     objective, _ = evaluation()

@@ -183,7 +183,7 @@ def test_objective_and_its_gradient_are_svgps_at_the_q_reached(rng, streamed):
     model = fv.VIConcave(_kernel(), likelihood, Z, num_data=len(X))
     data = tf.data.Dataset.from_tensor_slices((X, Y)).batch(50) if streamed else (X, Y)
     with tf.GradientTape() as tape:
-        stepped = model.stepped_sites(2, data)
+        stepped = model._stepped_sites(2, data)
     gradient = tape.gradient(stepped.objective, model.kernel.trainable_variables)
 
     svgp = gpflow.models.SVGP(_kernel(), likelihood, Z, num_data=len(X), whiten=True)
@@ -210,14 +210,14 @@ def test_steps_from_kept_sites_at_a_new_theta(rng):
     likelihood = gpflow.likelihoods.Bernoulli(**LOGIT)
     model = fv.VIConcave(_kernel(), likelihood, Z, num_data=len(X))
     model.update_sites(2, data=(X, Y))
-    kept = model.site_parameters((X, Y))  # the sites (a, b, w) at the first θ
+    kept = model._site_parameters((X, Y))  # the sites (a, b, w) at the first θ
     model.kernel.lengthscales.assign(0.6)  # the trial θ
 
-    one = model.stepped_sites(1, (X, Y), site_parameters=kept)
+    one = model._stepped_sites(1, (X, Y), site_parameters=kept)
     # one step: the optimal q(u) for the kept sites, their collapsed bound's optimum at this θ
-    sites = model.site_rule(X, Y, *kept)
+    sites = model._site_rule(X, Y, *kept)
     stats = fv.gaussian.statistics_from_projection(
-        model.passes.projection(X, model.passes.Kmm_cholesky()), sites
+        model._passes.projection(X, model._passes.Kmm_cholesky()), sites
     )
     target = fv.gaussian.site_target(stats, tf.ones((), tf.float64))
     m, R = fv.gaussian.q_from_natural(target)
@@ -225,7 +225,7 @@ def test_steps_from_kept_sites_at_a_new_theta(rng):
     np.testing.assert_allclose(one.q_sqrt, R, rtol=1e-9, atol=1e-12)
 
     with tf.GradientTape() as tape:
-        stepped = model.stepped_sites(3, (X, Y), site_parameters=kept)
+        stepped = model._stepped_sites(3, (X, Y), site_parameters=kept)
     gradient = tape.gradient(stepped.objective, model.kernel.trainable_variables)
     svgp = gpflow.models.SVGP(_kernel(), likelihood, Z, num_data=len(X), whiten=True)
     svgp.kernel.lengthscales.assign(0.6)
@@ -252,7 +252,7 @@ def test_objective_gradient_reaches_the_likelihoods_own_parameters(rng):
     likelihood = gpflow.likelihoods.Gaussian(variance=0.5)
     model = fv.VIConcave(_kernel(), likelihood, Z, num_data=len(X))
     with tf.GradientTape() as tape:
-        stepped = model.stepped_sites(2, (X, Y))
+        stepped = model._stepped_sites(2, (X, Y))
     gradient = tape.gradient(stepped.objective, model.trainable_variables)
 
     svgp = gpflow.models.SVGP(_kernel(), likelihood, Z, num_data=len(X), whiten=True)

@@ -149,10 +149,10 @@ def test_the_steps_climb_to_a_stationary_point_of_the_elbo_with_centred_means(rn
     values = [float(model.update_sites(1, data=data)) for _ in range(40)]
     assert np.all(np.diff(values) >= -1e-9 * np.abs(values[1:]))
     np.testing.assert_allclose(np.sum(model.q_mu.numpy(), axis=1), 0.0, atol=1e-10)
-    np.testing.assert_allclose(float(model.objective(data)), values[-1], rtol=1e-10)
+    np.testing.assert_allclose(float(model._objective(data)), values[-1], rtol=1e-10)
     with tf.GradientTape() as tape:
         tape.watch(model.q_mu.unconstrained_variable)
-        objective = model.objective(data)
+        objective = model._objective(data)
     gradient = tape.gradient(objective, model.q_mu.unconstrained_variable).numpy()
     assert np.max(np.abs(gradient)) < 1e-4
 
@@ -184,7 +184,7 @@ def test_fit_learns_three_classes_as_gpflow_svgp_does(rng, tmp_path):
     assert accuracy > max(0.9, theirs - 0.02)
     # The objective is SVGP's ELBO at the model's q(u), and the fixed draws' estimate of it is
     # within 10⁻³ nats per point of an independent estimate with 2¹⁸ draws per point.
-    np.testing.assert_allclose(float(model.objective(data)), float(model.elbo(data)), rtol=1e-12)
+    np.testing.assert_allclose(float(model._objective(data)), float(model.elbo(data)), rtol=1e-12)
     Fmu, Fvar = (t.numpy() for t in model.predict_f(data[0]))
     labels = data[1][:, 0].astype(int)
     ours = expected_log_softmax(tf.constant(Fmu), tf.constant(Fvar), tf.constant(data[1])).numpy()
@@ -229,7 +229,7 @@ def test_a_stream_steps_as_the_arrays_do(rng):
     data = three_classes(rng, N=120)
     in_memory, streamed = make_model(data), make_model(data)
     stream = tf.data.Dataset.from_tensor_slices(data).batch(50)
-    np.testing.assert_allclose(in_memory.objective(stream), in_memory.objective(data), rtol=1e-10)
+    np.testing.assert_allclose(in_memory._objective(stream), in_memory._objective(data), rtol=1e-10)
     np.testing.assert_allclose(
         streamed.update_sites(2, data=stream), in_memory.update_sites(2, data=data), rtol=1e-9
     )

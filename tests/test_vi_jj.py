@@ -45,7 +45,7 @@ def test_jj_bound_below_svgp_elbo_below_log_marginal_likelihood(train):
     gpflow.set_trainable(model.kernel, False)
     if train:
         fv.fit(model, max_iter=20)
-    bound = model.update_q()
+    bound = model._update_q()
     elbo = model.elbo()
     log_py = log_marginal_likelihood_by_quadrature(kernel(X).numpy(), 2 * Y - 1)
     assert bound <= elbo + 1e-10
@@ -58,11 +58,11 @@ def test_collapsed_bound_matches_uncollapsed_bound_at_stored_q(binary_data):
     """After update_q(ξ), Σ E_q[site] − KL at the stored q_mu, q_sqrt equals the collapsed bound."""
     model = make_vijj(binary_data)
     model.update_sites(2)
-    (xi,) = model.site_parameters()
-    bound = model.update_q(site_parameters=(xi,))
-    np.testing.assert_allclose(model.sites_elbo(site_parameters=(xi,)), bound, rtol=1e-10)
+    (xi,) = model._site_parameters()
+    bound = model._update_q(site_parameters=(xi,))
+    np.testing.assert_allclose(model._sites_elbo(site_parameters=(xi,)), bound, rtol=1e-10)
     X, Y = model.data
-    a, b, w = model.site_rule(X, Y, xi)
+    a, b, w = model._site_rule(X, Y, xi)
     Fmu, Fvar = model.predict_f(X)
     kl = gpflow.kullback_leiblers.prior_kl(
         model.inducing_variable, model.kernel, model.q_mu, model.q_sqrt, whiten=True
@@ -73,10 +73,10 @@ def test_collapsed_bound_matches_uncollapsed_bound_at_stored_q(binary_data):
 
 def test_analytic_site_updates_never_lower_the_bound(binary_data):
     model = make_vijj(binary_data)
-    previous = model.collapsed_bound().total
+    previous = model._collapsed_bound().total
     for _ in range(5):
         model.update_sites()
-        current = model.collapsed_bound().total
+        current = model._collapsed_bound().total
         assert current >= previous - 1e-10
         previous = current
 
@@ -85,9 +85,9 @@ def test_analytic_site_updates_never_lower_the_bound(binary_data):
 def test_an_update_at_the_optimum_changes_nothing(binary_data):
     model = make_vijj(binary_data)
     model.update_sites(200)
-    (xi,) = model.site_parameters()
+    (xi,) = model._site_parameters()
     model.update_sites()
-    np.testing.assert_allclose(model.site_parameters()[0], xi, rtol=1e-8)
+    np.testing.assert_allclose(model._site_parameters()[0], xi, rtol=1e-8)
 
 
 @pytest.mark.parametrize("whiten", [True, False])
@@ -97,8 +97,10 @@ def test_batched_model_equals_full_batch_model(binary_data, whiten):
     batched = make_vijj(binary_data, whiten=whiten, batch_size=16)
     for model in (full, batched):
         tf.function(model.update_sites, autograph=False)(2)
-        tf.function(model.update_q, autograph=False)()
-    np.testing.assert_allclose(batched.site_parameters()[0], full.site_parameters()[0], rtol=1e-10)
+        tf.function(model._update_q, autograph=False)()
+    np.testing.assert_allclose(
+        batched._site_parameters()[0], full._site_parameters()[0], rtol=1e-10
+    )
     np.testing.assert_allclose(batched.q_sqrt.numpy(), full.q_sqrt.numpy(), rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(batched.elbo(), full.elbo(), rtol=1e-10)
 
@@ -129,7 +131,7 @@ def test_whitened_and_unwhitened_models_predict_the_same(binary_data):
 def test_mean_function_enters_predictions_and_bound(binary_data):
     model = make_vijj(binary_data, mean_function=gpflow.functions.Constant(1.5))
     fv.fit(model, max_iter=5)
-    assert model.update_q() <= model.elbo() + 1e-10
+    assert model._update_q() <= model.elbo() + 1e-10
     assert model.mean_function.c.numpy() != 1.5  # the mean is a hyperparameter like any other
 
 
@@ -196,7 +198,7 @@ def test_closed_form_parameters_are_not_trainable_and_inducing_inputs_trained_by
 def test_labels_minus_one_plus_one_are_the_same_model(binary_data):
     X, Y = binary_data
     a, b = make_vijj((X, Y)), make_vijj((X, 2 * Y - 1))
-    np.testing.assert_allclose(a.update_q(), b.update_q(), rtol=1e-14)
+    np.testing.assert_allclose(a._update_q(), b._update_q(), rtol=1e-14)
     np.testing.assert_allclose(
         a.predict_log_density((X, Y)), b.predict_log_density((X, 2 * Y - 1)), rtol=1e-14
     )
@@ -335,7 +337,7 @@ def test_elbo_stays_finite_where_gpflows_bernoulli_takes_log_zero(binary_data, m
         return integrate.quad(integrand, -np.inf, np.inf, limit=200)[0]
 
     exact = sum(map(expected_log_sigmoid, Fmu.numpy()[:, 0], Fvar.numpy()[:, 0], Y[:, 0]))
-    ours = wide.expected_log_likelihood(tf.constant(X), tf.constant(Y)).numpy()
+    ours = wide._expected_log_likelihood(tf.constant(X), tf.constant(Y)).numpy()
     assert np.isfinite(wide.elbo().numpy())
     np.testing.assert_allclose(ours, exact, rtol=0.05)  # 20 nodes across a very wide Gaussian
 
@@ -343,5 +345,5 @@ def test_elbo_stays_finite_where_gpflows_bernoulli_takes_log_zero(binary_data, m
     fv.fit(model, max_iter=3)
     Fmu, Fvar = model.predict_f(X)
     gpflow_sum = tf.reduce_sum(model.likelihood.variational_expectations(X, Fmu, Fvar, Y))
-    ours = model.expected_log_likelihood(tf.constant(X), tf.constant(Y))
+    ours = model._expected_log_likelihood(tf.constant(X), tf.constant(Y))
     np.testing.assert_allclose(ours.numpy(), gpflow_sum.numpy(), rtol=1e-12)

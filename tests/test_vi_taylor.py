@@ -91,7 +91,7 @@ def test_logit_sites_are_finite_and_exact_where_gpflows_bernoulli_underflows():
         gpflow.kernels.SquaredExponential(), inducing_variable=X.copy(), data=(X, Y)
     )
     xi = tf.constant([[40.0], [-60.0], [-3.0], [50.0]], dtype=tf.float64)
-    sites = model.site_rule(*model.data, xi)
+    sites = model._site_rule(*model.data, xi)
     y, x = np.array([[-1.0], [1.0], [-1.0], [1.0]]), xi.numpy()
     sigmoid = lambda t: 1.0 / (1.0 + np.exp(-t))  # noqa: E731
     log_p = -np.logaddexp(0.0, -y * x)
@@ -154,10 +154,10 @@ def test_the_taylor_objective_never_exceeds_log_p_y_ceiling(rng):
         data=(X, Y),
     )
     model.q_mu.assign(-30.0 * np.sign(X[::10]))  # whitened: every mean far on the wrong side
-    objective = float(model.objective())
+    objective = float(model._objective())
     assert objective <= 0.0
     model.update_sites(5)
-    assert float(model.objective()) <= 0.0 and np.isfinite(float(model.elbo()))
+    assert float(model._objective()) <= 0.0 and np.isfinite(float(model.elbo()))
 
 
 @pytest.mark.slow
@@ -216,7 +216,7 @@ def test_logit_expansion_points_converge_to_the_posterior_mean(binary_data):
     model.update_sites(100)
     X, _ = model.data
     Fmu, _ = model.predict_f(X)
-    np.testing.assert_allclose(model.site_parameters()[0], Fmu, atol=1e-12)  # ξ read as E_q[f]
+    np.testing.assert_allclose(model._site_parameters()[0], Fmu, atol=1e-12)  # ξ read as E_q[f]
     model.update_sites(1)
     np.testing.assert_allclose(model.predict_f(X)[0], Fmu, atol=1e-8)  # ξ = E_q[f]: a fixed point
     # Near the fixed point, the approximation is close to the true ELBO (here within 0.5 %).

@@ -85,8 +85,8 @@ def test_the_fixed_point_at_fixed_hyperparameters_is_the_posterior_mode(rng):
     for _ in range(60):
         model.update_sites(1, data=data)
     X, Y = (tf.constant(t) for t in data)
-    L = model.passes.Kmm_cholesky()
-    A = model.passes.projection(X, L).A
+    L = model._passes.Kmm_cholesky()
+    A = model._passes.projection(X, L).A
     v = tf.Variable(model.q_mu.numpy())  # whitened, [M, C]
     log_density = softmax_log_density(Y[:, 0].numpy().astype(int))
     with tf.GradientTape() as tape:
@@ -165,7 +165,7 @@ def test_labels_out_of_range_are_named_where_they_enter_a_stream_or_a_compiled_c
     stream = tf.data.Dataset.from_tensor_slices((X, bad)).batch(20)
     with pytest.raises(fv.InvalidDataError, match=r"Batch 3 of the dataset has labels outside"):
         fv.fit(model, stream, max_iter=2)
-    compiled = tf.function(lambda X, Y: model.objective((X, Y)))
+    compiled = tf.function(lambda X, Y: model._objective((X, Y)))
     with pytest.raises(tf.errors.InvalidArgumentError, match="not below the number of classes"):
         compiled(tf.constant(X), tf.constant(bad))
 
@@ -218,7 +218,7 @@ def test_a_stream_and_gpflows_scipy_loop_work_for_c_classes(rng):
     data = three_classes(rng, N=120)
     model = make_model(data)
     stream = tf.data.Dataset.from_tensor_slices(data).batch(50)
-    np.testing.assert_allclose(model.objective(stream), model.objective(data), rtol=1e-10)
+    np.testing.assert_allclose(model._objective(stream), model._objective(data), rtol=1e-10)
     closure = model.training_loss_closure(data)
     before = float(closure())
     gpflow.optimizers.Scipy().minimize(closure, model.trainable_variables, options=dict(maxiter=20))
@@ -252,11 +252,11 @@ def test_greedy_rounds_choose_training_inputs_and_keep_every_class_posterior(rng
         num_data=X.shape[0],
     )
     fv.fit(model, data, max_iter=3)
-    weights = model.site_precisions(data)
+    weights = model._site_precisions(data)
     assert weights.shape == (90,) and np.all(weights > 0.0)
     Z_new = fv.greedy_inducing_points(X, model.kernel, 8, weights=weights)
     mean_there, _ = model.predict_f(Z_new)
-    model.move_inducing_inputs(Z_new)
+    model._move_inducing_inputs(Z_new)
     # to within the jitter on the new Kmm (1e-6 relative to variances of order 1)
     np.testing.assert_allclose(model.predict_f(Z_new)[0], mean_there, rtol=0.0, atol=1e-4)
     trace = fv.fit(model, data, greedy_rounds=2, max_iter=3)

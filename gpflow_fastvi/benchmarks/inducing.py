@@ -92,7 +92,7 @@ def sweep(
                 "trace_per_point": trace_term,
                 "placement_s": placed,
                 "training_s": trained,
-                "elbo_per_point": float(model.yardstick_elbo((X, Y)).numpy()) / X.shape[0],
+                "elbo_per_point": float(model.elbo((X, Y)).numpy()) / X.shape[0],
                 **metrics,
             }
             rows.append(row)

@@ -1,10 +1,10 @@
 """
 :class:`GaussianSitesModel`: the base class of the models whose sites have a closed-form step —
-its constructor (SVGP's signature, with the data optionally held as SGPR holds them) and GPflow's
-training interface (``training_loss``, its closure, ``elbo``, ``prior_kl``, ``posterior``).
+its constructor (SVGP's signature, with the data optionally held as SGPR holds them), its
+``training_loss`` and ``posterior``.
 
 **State.** Like :class:`gpflow.models.SVGP`, a model is its hyperparameters θ and q(u) =
-N(``q_mu``, ``q_sqrt`` ``q_sqrt``ᵀ), nothing else: the sites' local parameters (ξ, the expansion
+N(``q_mu``, ``q_sqrt q_sqrtᵀ``), nothing else: the sites' local parameters (ξ, the expansion
 points, the tilted q(fₙ)) are a function of q(u) and are recomputed, point by point, during each
 pass over the data (:mod:`~gpflow_fastvi.models.closed_form`). A model therefore needs no memory
 proportional to the number of points, and the data can come with each call.
@@ -16,14 +16,16 @@ class                                          job
 =============================================  ================================================
 :class:`gpflow.models.SVGP`                    the variables, ``posterior``, the closure contract
 :class:`~.site_model.SiteModel`                the sites' protocol, the natural-gradient step,
-                                               predictions; composed of ``passes`` (data,
-                                               Kmm's factor, devices) and ``q_frame``
+                                               ``elbo``, ``prior_kl``, predictions; composed of
+                                               ``_passes`` (data, Kmm's factor, devices) and
+                                               ``_q_frame``
 :class:`~.closed_form.ClosedFormSiteModel`     the closed-form steps and the collapsed bound
-:class:`GaussianSitesModel` (this module)      the constructor; GPflow's training interface
+:class:`GaussianSitesModel` (this module)      the constructor, ``training_loss``
 =============================================  ================================================
 
 **What each model's ``training_loss`` is** on all the data (−objective − log prior density), and
-whether it changes q(u):
+whether it changes q(u). This table is the one place that says so; the objective is the model's
+``maximum_log_likelihood_objective`` (at the stored q(u), without the steps):
 
 ====================  =========================================================  ===============
 model                 objective after the evaluation's own steps on q(u)         sets q(u)?
@@ -40,53 +42,39 @@ model                 objective after the evaluation's own steps on q(u)        
 
 On a mini-batch (fewer rows than ``num_data``) every model takes one natural-gradient step on q(u)
 and returns the batch's estimate of the sites' ELBO at the new q(u) (:mod:`.natural_step`).
-``elbo`` changes nothing: it is SVGP's ELBO at the stored q(u) (:class:`~gpflow_fastvi.PolyaGammaSVGP`'s
-is its Pólya-Gamma ELBO, and SVGP's own is its ``yardstick_elbo``).
+``elbo`` changes nothing: for every model it is SVGP's ELBO at the stored q(u), the number to
+compare with :class:`gpflow.models.SVGP`.
 """
 
 import abc
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import gpflow
 import tensorflow as tf
+from check_shapes import check_shapes
 from gpflow.base import RegressionData
 from gpflow.models import SVGP
 from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 
 from ..distribution import set_trainable
-from ..gaussian import kl_to_prior
 from ..inducing import InducingSpec, set_inducing_trainable
 from ..model_checks import (
     check_latent_functions,
     check_svgp_options,
     data_first_arguments,
-    is_logit_bernoulli,
     resolve_inducing_variable,
     svgp_initial_q,
     svgp_num_latent_gps,
 )
-from ..sites.expectation import expected_log_softmax
 from ..types import Data, Route
 from ..validation import (
     check_data,
     check_num_data,
     positive_int,
-    signed_labels,
     targets_for_likelihood,
 )
 from .closed_form import ClosedFormSiteModel
 from .step_sizes import FULL_DATA_STEPS
-
-
-def logit_log_prob(F: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-    """
-    log p(y | f) = log σ(y f) for the logit Bernoulli with Y in {0, 1} (y = 2Y − 1), at F of Y's
-    shape or with leading quadrature axes: finite with finite derivatives at every f. GPflow's
-    Bernoulli takes log(1 − σ(f)), which is log 0 = −inf once f passes about 37, as it does for a
-    confident point (a posterior mean, or a quadrature node of a wide q(fᵢ)).
-    """
-    return tf.math.log_sigmoid(signed_labels(Y) * F)
-
 
 PERSISTENT_ROUTE = Route(
     "persistent",
@@ -96,7 +84,7 @@ PERSISTENT_ROUTE = Route(
 )
 """The persistent route (:mod:`gpflow_fastvi.training.persistent`), the same for every model whose
 sites have a closed-form step and whose objective is that of
-:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel.stepped_sites`."""
+:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel._stepped_sites`."""
 
 
 class GaussianSitesModel(ClosedFormSiteModel):
@@ -133,7 +121,7 @@ class GaussianSitesModel(ClosedFormSiteModel):
     **What a subclass writes, and what it may override or call.**
 
     ============================================  ===============================================
-    must write                                    :meth:`checked_likelihood`,
+    must write                                    :meth:`_checked_likelihood`,
                                                   ``optimal_site_parameters``, ``site_rule``,
                                                   ``training_routes``, ``default_route``,
                                                   ``objective_is_bound``
@@ -172,13 +160,13 @@ class GaussianSitesModel(ClosedFormSiteModel):
     ):
         """
         :param kernel: a single-output GPflow kernel, shared by the latent functions.
-        :param likelihood: a GPflow likelihood the site rule supports (:meth:`checked_likelihood`);
+        :param likelihood: a GPflow likelihood the site rule supports (:meth:`_checked_likelihood`);
             ``None`` for the model's default.
         :param inducing_variable: a GPflow inducing variable or an array Z [M, D]; with ``data``
             also an int M for M k-means centres of X (seeded by ``kmeans_seed``), or ``None`` for
             inducing inputs at the data themselves, Z = X: the full GP, O(N³) per pass.
         :param num_latent_gps: the number of latent functions: 1, or C for a likelihood of C
-            classes the model takes (:attr:`multi_class_likelihoods`), as in
+            classes the model takes (:attr:`_multi_class_likelihoods`), as in
             :class:`gpflow.models.SVGP`; taken from ``q_sqrt``'s leading axis when it is given,
             as SVGP takes it.
         :param q_diag: must be ``False``: the closed-form q(u) has a full covariance.
@@ -210,10 +198,10 @@ class GaussianSitesModel(ClosedFormSiteModel):
             raise TypeError(
                 f"{name} takes a GPflow kernel first, as SVGP does; got {type(kernel).__name__}."
             )
-        likelihood = self.checked_likelihood(likelihood)
+        likelihood = self._checked_likelihood(likelihood)
         check_svgp_options(type(self).__name__, kernel, inducing_variable, q_diag)
         num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt)
-        latent = self.latent_functions(likelihood)
+        latent = self._latent_functions(likelihood)
         check_latent_functions(type(self).__name__, likelihood, num_latent_gps, latent)
         batch_size = positive_int(batch_size, "batch_size", optional=True)
         X = None
@@ -247,8 +235,6 @@ class GaussianSitesModel(ClosedFormSiteModel):
         )
         set_trainable(self.q_mu, False)  # the steps set q(u), never a gradient
         set_trainable(self.q_sqrt, False)
-        # Decided once, eagerly: the link is checked numerically, which a traced elbo() cannot do.
-        self._logit_bernoulli = is_logit_bernoulli(likelihood)
         self.data = None if X is None else gpflow.models.util.data_input_to_tensor((X, Y))
         set_inducing_trainable(
             self.inducing_variable,
@@ -257,14 +243,14 @@ class GaussianSitesModel(ClosedFormSiteModel):
             full=full,
         )
         self.batch_size = batch_size
-        self.attach_parts()
+        self._attach_parts()
 
     # ----------------------------------------------------------------------------------------------
     # What a subclass provides besides its site rule.
 
     @classmethod
     @abc.abstractmethod
-    def checked_likelihood(
+    def _checked_likelihood(
         cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
     ) -> gpflow.likelihoods.Likelihood:
         """
@@ -273,20 +259,17 @@ class GaussianSitesModel(ClosedFormSiteModel):
         """
 
     @classmethod
-    def latent_functions(cls, likelihood: gpflow.likelihoods.Likelihood) -> int:
+    def _latent_functions(cls, likelihood: gpflow.likelihoods.Likelihood) -> int:
         """The number of latent functions the model needs for ``likelihood``: its C classes for
-        one of :attr:`multi_class_likelihoods`, else 1."""
-        if isinstance(likelihood, cls.multi_class_likelihoods):
+        one of :attr:`_multi_class_likelihoods`, else 1."""
+        if isinstance(likelihood, cls._multi_class_likelihoods):
             return int(likelihood.num_classes)
         return 1
 
     # ----------------------------------------------------------------------------------------------
     # GPflow's training interface.
 
-    def maximum_log_likelihood_objective(self, data: Optional[RegressionData] = None) -> tf.Tensor:
-        """The model's objective, :meth:`objective` (GPflow's name for it)."""
-        return self.objective(data)
-
+    @check_shapes("return: []")
     def training_loss(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
         −(objective + log prior density of the parameters), for GPflow's optimisers: each
@@ -310,89 +293,31 @@ class GaussianSitesModel(ClosedFormSiteModel):
         On a mini-batch (fewer rows than ``num_data``) the step is instead a natural-gradient step
         of size ρ = min(1, b / 10,000) on q(u) towards the batch's closed-form optimum, and the
         loss is the batch's estimate of the sites' ELBO at the new q(u)
-        (:func:`~gpflow_fastvi.models.natural_step.mini_batch_loss_step`), so that an Adam
+        (:func:`~gpflow_fastvi.models.natural_step._mini_batch_loss_step`), so that an Adam
         loop over ``training_loss_closure(iter(dataset))`` trains the hyperparameters while q(u)
         follows by the method's own step.
         """
-        data = self.passes.training_data(data)
-        if self.passes.is_mini_batch(data):
-            return self.mini_batch_loss_step(data)
+        data = self._passes.training_data(data)
+        if self._passes.is_mini_batch(data):
+            return self._mini_batch_loss_step(data)
 
         def loss() -> tf.Tensor:
-            stepped = self.closed_form_steps(data, FULL_DATA_STEPS)
-            return self.q_frame.adopt_unless_worse(
-                -(stepped.objective + self.log_prior_density()), lambda: self.adopt(stepped)
+            stepped = self._closed_form_steps(data, FULL_DATA_STEPS)
+            return self._q_frame.adopt_unless_worse(
+                -(stepped.objective + self.log_prior_density()), lambda: self._adopt(stepped)
             )
 
-        if not self.projects_all_at_once(data):
+        if not self._projects_all_at_once(data):
             return loss()  # differentiable under tf.function, where no tf.cond wraps it
-        return self.passes.where_factorisable(loss)
+        return self._passes.where_factorisable(loss)
 
-    def closure_data(self, data: Any) -> Data:
+    def _closure_data(self, data: Any) -> Data:
         """The data a closure over all of them works on, checked once
         (:meth:`~gpflow_fastvi.models.passes.DataPasses.training_data`)."""
-        return self.passes.training_data(data)
+        return self._passes.training_data(data)
 
     # ----------------------------------------------------------------------------------------------
-    # The SVGP yardstick and predictions, exactly as in gpflow.models.SVGP.
-
-    def elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
-        """
-        The standard SVGP ELBO at the model's current q(u): Σᵢ E_q[log p(yᵢ | fᵢ)] − KL[q(u) ‖ p(u)],
-        the expectations by the likelihood's own (Gauss–Hermite) quadrature, the sum scaled by
-        ``num_data`` / rows for a mini-batch as SVGP scales it. This is the yardstick to compare
-        with :class:`gpflow.models.SVGP`; for VIJJ it is ≥ the bound. Models change the
-        likelihood term through :meth:`expected_log_likelihood`.
-        """
-        return self.variational_bound(self.expected_log_likelihood, data)
-
-    def variational_bound(
-        self,
-        expected_log_likelihood: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
-        data: Optional[RegressionData] = None,
-    ) -> tf.Tensor:
-        """
-        ``expected_log_likelihood``(X, Y), a sum over the points at the model's q(f), minus
-        KL[q(u) ‖ p(u)], the sum scaled by ``num_data`` / rows for a mini-batch: :meth:`elbo`
-        with the likelihood's expectation, or a model's bound with a bound on it.
-        """
-        data = self.passes.training_data(data)
-        var_exp = self.passes.sum_over_data(expected_log_likelihood, data, (), self.batch_size)
-        scale = 1.0 if isinstance(data, tf.data.Dataset) else self.passes.data_scale(data[0])
-        return scale * var_exp - self.prior_kl()
-
-    def prior_kl(self) -> tf.Tensor:
-        """
-        KL[q(u) ‖ p(u)] at the model's q(u), the term :meth:`elbo` subtracts (SVGP's name for
-        it), with the factor of Kmm that training uses.
-        """
-        return kl_to_prior(self.whitened(self.q_mu, self.q_sqrt, self.passes.Kmm_cholesky()))
-
-    def yardstick_elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
-        """The SVGP yardstick, :meth:`elbo`."""
-        return self.elbo(data)
-
-    def expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-        """Σᵢ E_q[log p(yᵢ | fᵢ)] over the points (X, Y) at the model's q(f)."""
-        return tf.reduce_sum(self.expected_log_density(X, Y, *self.predict_f_at(X)))
-
-    def expected_log_density(
-        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
-    ) -> tf.Tensor:
-        """
-        E_{N(fᵢ | Fmu, Fvar)}[log p(yᵢ | fᵢ)] [N], by the likelihood's own quadrature (closed form
-        where GPflow has one; for the logit Bernoulli the same Gauss–Hermite rule on
-        :func:`logit_log_prob`, finite everywhere; for GPflow's Softmax, whose own estimate
-        draws new samples at every call, :func:`expected_log_softmax`).
-        """
-        if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
-            # The labels were checked where the data entered the model's call.
-            return expected_log_softmax(Fmu, Fvar, Y, labels_checked=True)
-        if not self._logit_bernoulli:
-            return self.likelihood.variational_expectations(
-                X, Fmu, Fvar, self.likelihood_targets(Y)
-            )
-        return self.likelihood.quadrature(logit_log_prob, Fmu, Fvar, Y=Y)[:, 0]
+    # GPflow's posterior object.
 
     def posterior(
         self, precompute_cache: PrecomputeCacheType = PrecomputeCacheType.TENSOR

@@ -8,13 +8,13 @@ the optimal q(u) for those sites in closed form. That is a closed-form site step
 bound of the same statistics (:mod:`gpflow_fastvi.gaussian`).
 
 **What a subclass may override or call.** A model writes its site rule
-(:meth:`~ClosedFormSiteModel.optimal_site_parameters`, :meth:`~ClosedFormSiteModel.site_rule`,
-optionally :meth:`~ClosedFormSiteModel.step_rule`). A model whose step is not the collapsed one
-(:class:`~gpflow_fastvi.VIConcave`) overrides :meth:`~ClosedFormSiteModel.closed_form_steps`,
-which :meth:`~ClosedFormSiteModel.stepped_sites`, :meth:`~ClosedFormSiteModel.update_sites` and
+(:meth:`~ClosedFormSiteModel._optimal_site_parameters`, :meth:`~ClosedFormSiteModel._site_rule`,
+optionally :meth:`~ClosedFormSiteModel._step_rule`). A model whose step is not the collapsed one
+(:class:`~gpflow_fastvi.VIConcave`) overrides :meth:`~ClosedFormSiteModel._closed_form_steps`,
+which :meth:`~ClosedFormSiteModel._stepped_sites`, :meth:`~ClosedFormSiteModel.update_sites` and
 the full-data ``training_loss`` call, and builds it from the pieces of a pass:
-:meth:`~ClosedFormSiteModel.steps_in_memory`, :meth:`~ClosedFormSiteModel.pass_statistics`,
-:meth:`~ClosedFormSiteModel.site_statistics` and
+:meth:`~ClosedFormSiteModel._steps_in_memory`, :meth:`~ClosedFormSiteModel._pass_statistics`,
+:meth:`~ClosedFormSiteModel._site_statistics` and
 :meth:`~gpflow_fastvi.models.passes.DataPasses.sum_over_data`. The persistent and alternating
 drivers (:mod:`gpflow_fastvi.training`) serve these models; the SVI driver serves every
 :class:`~gpflow_fastvi.models.site_model.SiteModel`.
@@ -24,6 +24,7 @@ import abc
 from typing import Any, Callable, Optional, Tuple
 
 import tensorflow as tf
+from check_shapes import check_shapes, inherit_check_shapes
 from gpflow.base import RegressionData
 
 from ..gaussian import (
@@ -43,7 +44,7 @@ from ..gaussian import (
 )
 from ..types import Data, SiteParameters, Sites, SiteStatistics, SteppedSites
 from ..validation import positive_int
-from .site_model import SiteModel
+from .site_model import MARGINALS, SiteModel
 
 
 class ClosedFormSiteModel(SiteModel):
@@ -57,53 +58,46 @@ class ClosedFormSiteModel(SiteModel):
     # The site rule, which a subclass writes.
 
     @abc.abstractmethod
-    def optimal_site_parameters(
+    @check_shapes(*MARGINALS, "return[all]: [N, L]")
+    def _optimal_site_parameters(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
     ) -> SiteParameters:
         """The local site parameters that are optimal for q(f) = N(Fmu, Fvar) at the points X."""
 
     @abc.abstractmethod
-    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
+    def _site_rule(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
         """Sites (a, b, w) on f at inputs X with targets Y for the given local parameters."""
 
-    def step_rule(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
+    def _step_rule(self, X: tf.Tensor, Y: tf.Tensor, *site_parameters: tf.Tensor) -> Sites:
         """
         The sites whose optimal q(u) a closed-form step goes through when further steps follow
-        it. By default the model's own sites (:meth:`site_rule`): the step is then coordinate
+        it. By default the model's own sites (:meth:`_site_rule`): the step is then coordinate
         ascent, as for VIJJ's ξ and VITaylor's expansion points. A model may step through other
         sites with the same fixed point (:class:`~gpflow_fastvi.KLCorrected`'s Newton E-step).
         """
-        return self.site_rule(X, Y, *site_parameters)
+        return self._site_rule(X, Y, *site_parameters)
 
+    @inherit_check_shapes
     def local_sites(self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Sites:
         """The site rule at the local parameters that are optimal for q(f) = N(Fmu, Fvar)."""
-        return self.site_rule(X, Y, *self.optimal_site_parameters(X, Y, Fmu, Fvar))
-
-    @abc.abstractmethod
-    def expected_log_density(
-        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
-    ) -> tf.Tensor:
-        """E_{N(fᵢ | Fmu, Fvar)}[log p(yᵢ | fᵢ)] [N], as :meth:`yardstick_elbo` sums it."""
-
-    batch_size: Optional[int]
-    """Accumulate the site statistics over batches of this many points; ``None``: all at once."""
+        return self._site_rule(X, Y, *self._optimal_site_parameters(X, Y, Fmu, Fvar))
 
     # ----------------------------------------------------------------------------------------------
     # The data a step works on.
 
-    def projects_all_at_once(self, data: Data) -> bool:
+    def _projects_all_at_once(self, data: Data) -> bool:
         """
         Whether a step projects all the data at once and keeps the projection for its passes:
-        the data as arrays, no :attr:`batch_size`, and no :attr:`distribute_strategy` sharing
+        the data as arrays, no :attr:`batch_size`, and no :attr:`~gpflow_fastvi.models.passes.DataPasses.distribute_strategy` sharing
         the passes among replicas (each of which projects its own rows).
         """
         return (
             self.batch_size is None
             and not isinstance(data, tf.data.Dataset)
-            and self.passes.pass_strategy() is None
+            and self._passes.pass_strategy() is None
         )
 
-    def arrays_of(self, data: Data, what: str) -> Tuple[tf.Tensor, tf.Tensor]:
+    def _arrays_of(self, data: Data, what: str) -> Tuple[tf.Tensor, tf.Tensor]:
         """The data as (X, Y) tensors, or an error for a dataset where ``what`` needs arrays."""
         if isinstance(data, tf.data.Dataset):
             raise ValueError(
@@ -116,7 +110,7 @@ class ClosedFormSiteModel(SiteModel):
     # ----------------------------------------------------------------------------------------------
     # One pass over the data, and closed-form steps.
 
-    def read_site_parameters(
+    def _read_site_parameters(
         self, X: tf.Tensor, Y: tf.Tensor, projection: Any, *q: tf.Tensor
     ) -> SiteParameters:
         """
@@ -125,10 +119,10 @@ class ClosedFormSiteModel(SiteModel):
         tensors ``q`` = (m, R): the sites a closed-form step reads off a q(u). Held fixed: no
         gradient.
         """
-        Fmu, Fvar = self.held_marginals(X, projection, q)
-        return tuple(tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar))
+        Fmu, Fvar = self._held_marginals(X, projection, q)
+        return tuple(tf.stop_gradient(p) for p in self._optimal_site_parameters(X, Y, Fmu, Fvar))
 
-    def held_marginals(
+    def _held_marginals(
         self, X: tf.Tensor, projection: Any, q: Tuple[tf.Tensor, ...]
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         """The marginals q(fᵢ) = N(Fmu, Fvar) [N, L] at the points X (whose ``projection`` is
@@ -140,7 +134,7 @@ class ClosedFormSiteModel(SiteModel):
         )
         return tf.stop_gradient(Gmu + self.mean_function(X)), tf.stop_gradient(Fvar)
 
-    def site_statistics(
+    def _site_statistics(
         self,
         X: tf.Tensor,
         Y: tf.Tensor,
@@ -154,7 +148,7 @@ class ClosedFormSiteModel(SiteModel):
         sites = shift_sites(rule(X, Y, *site_parameters), self.mean_function(X))
         return statistics_from_projection(projection, sites)
 
-    def pass_statistics(
+    def _pass_statistics(
         self,
         data: Data,
         L: tf.Tensor,
@@ -172,33 +166,33 @@ class ClosedFormSiteModel(SiteModel):
         :param projection: A and diag K̃ of all the data when the caller has them already
             (without batches, where it saves the projection, the dearest part of a pass).
         """
-        stored = self.q_frame.stored_q() if q is None else None
+        stored = self._q_frame.stored_q() if q is None else None
 
         def batch_statistics(
             X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, *q: tf.Tensor
         ) -> SiteStatistics:
             batch_projection = (
-                projection if projection is not None else self.passes.projection(X, L)
+                projection if projection is not None else self._passes.projection(X, L)
             )
             if q:
-                params = self.read_site_parameters(X, Y, batch_projection, *q)
+                params = self._read_site_parameters(X, Y, batch_projection, *q)
             else:
                 assert stored is not None  # read above, as q is not given
-                Fmu, Fvar = self.q_frame.stored_marginals(X, stored, batch_projection)
+                Fmu, Fvar = self._q_frame.stored_marginals(X, stored, batch_projection)
                 params = tuple(
-                    tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar)
+                    tf.stop_gradient(p) for p in self._optimal_site_parameters(X, Y, Fmu, Fvar)
                 )
-            return self.site_statistics(X, Y, batch_projection, rule, params)
+            return self._site_statistics(X, Y, batch_projection, rule, params)
 
         shared = (L,) if q is None else (L, *(tf.stop_gradient(t) for t in q))
-        return self.passes.sum_over_data(batch_statistics, data, shared, self.batch_size)
+        return self._passes.sum_over_data(batch_statistics, data, shared, self.batch_size)
 
-    def steps_in_memory(self, data: Data, site_parameters: Optional[SiteParameters]) -> bool:
+    def _steps_in_memory(self, data: Data, site_parameters: Optional[SiteParameters]) -> bool:
         """
-        Whether the steps see all the data at once (:meth:`projects_all_at_once`); given
+        Whether the steps see all the data at once (:meth:`_projects_all_at_once`); given
         ``site_parameters`` (one value per point), they must.
         """
-        in_memory = self.projects_all_at_once(data)
+        in_memory = self._projects_all_at_once(data)
         if site_parameters is not None and not in_memory:
             raise ValueError(
                 "stepped_sites(site_parameters=...) holds one value per point: it needs the data "
@@ -206,29 +200,29 @@ class ClosedFormSiteModel(SiteModel):
             )
         return in_memory
 
-    def closed_form_steps(
+    def _closed_form_steps(
         self, data: Data, num_updates: int, site_parameters: Optional[SiteParameters] = None
     ) -> SteppedSites:
         """
-        :meth:`stepped_sites` on the data: ``num_updates`` passes from the stored q(u) (or from
+        :meth:`_stepped_sites` on the data: ``num_updates`` passes from the stored q(u) (or from
         the sites with the given local parameters), sharing one Kmm factor and (without batches)
-        one projection; every pass but the last goes through :meth:`step_rule`, the last through
-        :meth:`site_rule`, whose statistics give the objective and the new q(u).
+        one projection; every pass but the last goes through :meth:`_step_rule`, the last through
+        :meth:`_site_rule`, whose statistics give the objective and the new q(u).
         """
         num_updates = positive_int(num_updates, "num_updates")
-        L = self.passes.Kmm_cholesky()
-        in_memory = self.steps_in_memory(data, site_parameters)
-        projection = self.passes.projection(data[0], L) if in_memory else None
+        L = self._passes.Kmm_cholesky()
+        in_memory = self._steps_in_memory(data, site_parameters)
+        projection = self._passes.projection(data[0], L) if in_memory else None
         q: Optional[WhitenedQ] = None  # the first pass reads the stored q(u)
         for step in range(num_updates):
             last = step == num_updates - 1
-            rule = self.site_rule if last else self.step_rule
+            rule = self._site_rule if last else self._step_rule
             if step == 0 and site_parameters is not None:
-                X, Y = self.arrays_of(data, "site_parameters")
+                X, Y = self._arrays_of(data, "site_parameters")
                 params = tuple(tf.stop_gradient(p) for p in site_parameters)
-                stats = self.site_statistics(X, Y, projection, rule, params)
+                stats = self._site_statistics(X, Y, projection, rule, params)
             else:
-                stats = self.pass_statistics(data, L, rule, projection, q)
+                stats = self._pass_statistics(data, L, rule, projection, q)
             factors = collapsed_factors(stats)
             q = WhitenedQ(*optimal_whitened_q(factors))  # what the next pass reads
         assert q is not None  # num_updates ≥ 1
@@ -237,15 +231,15 @@ class ClosedFormSiteModel(SiteModel):
         yardstick = None
         if site_parameters is not None:
             # The sites of the new q(u), read where it is set: those the next step starts from.
-            X, Y = self.arrays_of(data, "site_parameters")
-            Fmu, Fvar = self.held_marginals(X, projection, q)
+            X, Y = self._arrays_of(data, "site_parameters")
+            Fmu, Fvar = self._held_marginals(X, projection, q)
             next_parameters = tuple(
-                tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar)
+                tf.stop_gradient(p) for p in self._optimal_site_parameters(X, Y, Fmu, Fvar)
             )
-            if not self.objective_is_bound:
+            if not self._objective_is_bound:
                 # fit's watch needs the SVGP ELBO of the q(u) it adopts: its marginals are here.
-                expected = tf.reduce_sum(self.expected_log_density(X, Y, Fmu, Fvar))
-                yardstick = self.passes.data_scale(X) * expected - kl_to_prior(q)
+                expected = tf.reduce_sum(self._expected_log_density(X, Y, Fmu, Fvar))
+                yardstick = self._passes.data_scale(X) * expected - kl_to_prior(q)
         return SteppedSites(
             objective=collapsed_bound(stats, factors).total,
             q_mu=tf.stop_gradient(q_mu),
@@ -254,7 +248,7 @@ class ClosedFormSiteModel(SiteModel):
             yardstick=yardstick,
         )
 
-    def stepped_sites(
+    def _stepped_sites(
         self,
         num_updates: int,
         data: Optional[RegressionData] = None,
@@ -264,7 +258,7 @@ class ClosedFormSiteModel(SiteModel):
         ``num_updates`` closed-form site steps from the *stored* q(u), each a pass over the data
         that reads the sites off the current q(u) and forms the optimal q(u) for them, with the
         objective of the last sites read (the collapsed bound, for which the returned q(u) is
-        optimal). Nothing is assigned (:meth:`adopt` does that), so an optimiser may evaluate it at
+        optimal). Nothing is assigned (:meth:`_adopt` does that), so an optimiser may evaluate it at
         trial hyperparameters and keep the model at its last accepted state.
 
         The objective's gradient holds the last sites' local parameters fixed. For a bound
@@ -279,17 +273,19 @@ class ClosedFormSiteModel(SiteModel):
             second projection of the data. Then the result also carries the local parameters read off its own q(u), where the
             next step starts. Data as arrays and ``batch_size=None`` only.
         """
-        return self.closed_form_steps(self.passes.training_data(data), num_updates, site_parameters)
+        return self._closed_form_steps(
+            self._passes.training_data(data), num_updates, site_parameters
+        )
 
-    def adopt(self, stepped: SteppedSites) -> None:
-        """Make the q(u) of :meth:`stepped_sites` the model's own."""
-        self.q_frame.store(stepped.q_mu, stepped.q_sqrt)
+    def _adopt(self, stepped: SteppedSites) -> None:
+        """Make the q(u) of :meth:`_stepped_sites` the model's own."""
+        self._q_frame.store(stepped.q_mu, stepped.q_sqrt)
 
     def update_sites(
         self, num_updates: int = 1, *, data: Optional[RegressionData] = None
     ) -> tf.Tensor:
         """
-        ``num_updates`` closed-form site steps (:meth:`stepped_sites`), stored; returns the
+        ``num_updates`` closed-form site steps (:meth:`_stepped_sites`), stored; returns the
         objective of the last sites read, for which the stored q(u) is optimal. For a bound
         maximised by coordinate ascent (:class:`~gpflow_fastvi.VIJJ`,
         :class:`~gpflow_fastvi.KLCorrected` with ``e_step="coordinate"``) no step can lower it;
@@ -297,46 +293,46 @@ class ClosedFormSiteModel(SiteModel):
         and KLCorrected's Newton E-step, the steps are Newton steps and the objective need not
         rise at each of them. Hyperparameters are left alone.
         """
-        stepped = self.closed_form_steps(self.passes.training_data(data), num_updates)
-        self.adopt(stepped)
+        stepped = self._closed_form_steps(self._passes.training_data(data), num_updates)
+        self._adopt(stepped)
         return stepped.objective
 
     # ----------------------------------------------------------------------------------------------
     # Sites held fixed: the paper's alternating schemes.
 
-    def site_parameters(self, data: Optional[RegressionData] = None) -> SiteParameters:
+    def _site_parameters(self, data: Optional[RegressionData] = None) -> SiteParameters:
         """
         The sites' local parameters for the stored q(u), each [N, 1], computed batch by batch:
         what the paper's alternating schemes hold fixed while L-BFGS-B moves θ
         (:func:`~gpflow_fastvi.training.alternating_plan`). Memory O(N).
         """
-        X, Y = self.arrays_of(self.passes.training_data(data), "site_parameters")
-        L = self.passes.Kmm_cholesky()
-        stored = self.q_frame.stored_q()
+        X, Y = self._arrays_of(self._passes.training_data(data), "site_parameters")
+        L = self._passes.Kmm_cholesky()
+        stored = self._q_frame.stored_q()
 
         def batch_parameters(X: tf.Tensor, Y: tf.Tensor) -> SiteParameters:
-            Fmu, Fvar = self.q_frame.stored_marginals(X, stored, self.passes.projection(X, L))
-            return tuple(self.optimal_site_parameters(X, Y, Fmu, Fvar))
+            Fmu, Fvar = self._q_frame.stored_marginals(X, stored, self._passes.projection(X, L))
+            return tuple(self._optimal_site_parameters(X, Y, Fmu, Fvar))
 
         params = map_over_batches(batch_parameters, (X, Y), self.batch_size)
         return tuple(tf.stop_gradient(p) for p in params)
 
-    def fixed_site_statistics(
+    def _fixed_site_statistics(
         self, X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, site_parameters: SiteParameters
     ) -> SiteStatistics:
         """The statistics of the sites with the given local parameters (each [N, L])."""
 
         def batch_statistics(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> SiteStatistics:
             *params, L = rest
-            return self.site_statistics(
-                X, Y, self.passes.projection(X, L), self.site_rule, tuple(params)
+            return self._site_statistics(
+                X, Y, self._passes.projection(X, L), self._site_rule, tuple(params)
             )
 
-        return self.passes.sum_over_data(
+        return self._passes.sum_over_data(
             batch_statistics, (X, Y, *site_parameters), (L,), self.batch_size
         )
 
-    def collapsed_bound(
+    def _collapsed_bound(
         self,
         data: Optional[RegressionData] = None,
         site_parameters: Optional[SiteParameters] = None,
@@ -345,16 +341,16 @@ class ClosedFormSiteModel(SiteModel):
         The collapsed bound (:mod:`gpflow_fastvi.gaussian.collapsed`) as its named terms, of the
         sites with the given local parameters, or of the sites read off the stored q(u).
         """
-        data = self.passes.training_data(data)
-        L = self.passes.Kmm_cholesky()
+        data = self._passes.training_data(data)
+        L = self._passes.Kmm_cholesky()
         if site_parameters is None:
-            stats = self.pass_statistics(data, L, self.site_rule)
+            stats = self._pass_statistics(data, L, self._site_rule)
         else:
-            X, Y = self.arrays_of(data, "site_parameters")
-            stats = self.fixed_site_statistics(X, Y, L, site_parameters)
+            X, Y = self._arrays_of(data, "site_parameters")
+            stats = self._fixed_site_statistics(X, Y, L, site_parameters)
         return collapsed_bound(stats, collapsed_factors(stats))
 
-    def update_q(
+    def _update_q(
         self,
         data: Optional[RegressionData] = None,
         site_parameters: Optional[SiteParameters] = None,
@@ -366,15 +362,15 @@ class ClosedFormSiteModel(SiteModel):
         """
         if site_parameters is None:
             return self.update_sites(1, data=data)
-        X, Y = self.arrays_of(self.passes.training_data(data), "site_parameters")
-        L = self.passes.Kmm_cholesky()
-        stats = self.fixed_site_statistics(X, Y, L, site_parameters)
+        X, Y = self._arrays_of(self._passes.training_data(data), "site_parameters")
+        L = self._passes.Kmm_cholesky()
+        stats = self._fixed_site_statistics(X, Y, L, site_parameters)
         factors = collapsed_factors(stats)
         q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
-        self.q_frame.store(tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt))
+        self._q_frame.store(tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt))
         return collapsed_bound(stats, factors).total
 
-    def objective(
+    def _objective(
         self,
         data: Optional[RegressionData] = None,
         site_parameters: Optional[SiteParameters] = None,
@@ -383,9 +379,9 @@ class ClosedFormSiteModel(SiteModel):
         The method's own objective (to be maximised): the collapsed bound of the sites read off
         the stored q(u), or of the sites with the given local parameters. Assigns nothing.
         """
-        return self.collapsed_bound(data, site_parameters).total
+        return self._collapsed_bound(data, site_parameters).total
 
-    def sites_elbo(
+    def _sites_elbo(
         self,
         data: Optional[RegressionData] = None,
         site_parameters: Optional[SiteParameters] = None,
@@ -395,28 +391,28 @@ class ClosedFormSiteModel(SiteModel):
         with the sites' local parameters given or read off q(u). It equals the collapsed bound
         of the same sites when q(u) is optimal for them and is below it everywhere else.
         """
-        data = self.passes.training_data(data)
-        L = self.passes.Kmm_cholesky()
-        q = self.whitened(self.q_mu, self.q_sqrt, L)
+        data = self._passes.training_data(data)
+        L = self._passes.Kmm_cholesky()
+        q = self._whitened(self.q_mu, self.q_sqrt, L)
 
         def batch_expectation(X: tf.Tensor, Y: tf.Tensor, *rest: tf.Tensor) -> tf.Tensor:
             *params, L, m, R = rest
-            A, Ktilde_diag, *_ = self.passes.projection(X, L)
+            A, Ktilde_diag, *_ = self._passes.projection(X, L)
             Gmu, Fvar = marginals(A, Ktilde_diag, WhitenedQ(m, R))
             Fmu = Gmu + self.mean_function(X)
             if not params:
                 params = [
-                    tf.stop_gradient(p) for p in self.optimal_site_parameters(X, Y, Fmu, Fvar)
+                    tf.stop_gradient(p) for p in self._optimal_site_parameters(X, Y, Fmu, Fvar)
                 ]
-            return tf.reduce_sum(expected_sites(self.site_rule(X, Y, *params), Fmu, Fvar))
+            return tf.reduce_sum(expected_sites(self._site_rule(X, Y, *params), Fmu, Fvar))
 
         if site_parameters is None:
-            expectation = self.passes.sum_over_data(
+            expectation = self._passes.sum_over_data(
                 batch_expectation, data, (L, *q), self.batch_size
             )
         else:
-            tensors = (*self.arrays_of(data, "site_parameters"), *site_parameters)
-            expectation = self.passes.sum_over_data(
+            tensors = (*self._arrays_of(data, "site_parameters"), *site_parameters)
+            expectation = self._passes.sum_over_data(
                 batch_expectation, tensors, (L, *q), self.batch_size
             )
         return expectation - kl_to_prior(q)

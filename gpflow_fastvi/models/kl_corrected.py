@@ -5,6 +5,7 @@ from typing import Any, Optional, Tuple
 import gpflow
 import numpy as np
 import tensorflow as tf
+from check_shapes import check_shapes, inherit_check_shapes
 from gpflow.base import MeanAndVariance, Parameter, RegressionData
 from gpflow.utilities import positive
 
@@ -20,10 +21,22 @@ from ..sites.ppa import (
 )
 from ..types import Route, Sites, SteppedSites
 from ..validation import one_of
-from .base import PERSISTENT_ROUTE, GaussianSitesModel, logit_log_prob
+from .base import PERSISTENT_ROUTE, GaussianSitesModel
+from .site_model import SITES, logit_log_prob
 
 BOUNDS = ("kl_corrected", "standard")
 E_STEPS = ("newton", "coordinate")
+
+PPA_SITE_PARAMETERS = (
+    "X: [N, D]",
+    "Y: [N, 1]",
+    "f_mean: [N, L]",
+    "f_var: [N, L]",
+    "f_evidence: [N, L]",
+    "cavity_mean: [N, L]",
+)
+"""The local parameters of a PPA site: the tilted q(fₙ)'s moments and evidence term, and the
+cavity mean it was read at."""
 
 
 class KLCorrected(GaussianSitesModel):
@@ -35,7 +48,7 @@ class KLCorrected(GaussianSitesModel):
     **The model.** The GP prior is on f̄; the likelihood sees fₙ = f̄ₙ + εₙ with εₙ ~ N(0, β⁻¹), so
     f ~ GP(μ, k + β⁻¹δ). The posterior is approximated by q(f̄) ∏ₙ q(fₙ), and both factors have
     closed-form updates (the E-step, :meth:`update_sites`; by default a Newton step on the mean
-    of q(f̄) with the paper's fixed point, see :meth:`step_rule`): q(fₙ) ∝ p(yₙ | fₙ) N(fₙ | ⟨f̄ₙ⟩, β⁻¹),
+    of q(f̄) with the paper's fixed point, see :meth:`_step_rule`): q(fₙ) ∝ p(yₙ | fₙ) N(fₙ | ⟨f̄ₙ⟩, β⁻¹),
     whose moments come from derivatives of log Zₙ (closed form for GPflow's probit ``Bernoulli()``,
     Gauss–Hermite quadrature for any other likelihood); and q(f̄) is GP regression on the
     pseudo-targets ⟨fₙ⟩ with noise β⁻¹, i.e. Gaussian sites b = β⟨fₙ⟩, w = β whose constants carry
@@ -111,13 +124,13 @@ class KLCorrected(GaussianSitesModel):
         "persistent": PERSISTENT_ROUTE,
     }
     default_route = "persistent"
-    mini_batch_closure_advice = (
+    _mini_batch_closure_advice = (
         "KLCorrected's mini-batch closure ends short of fit's answer under Adam: train it with "
         "gpflow_fastvi.fit(model, data), which also streams a tf.data.Dataset."
     )
-    objective_is_bound = True
+    _objective_is_bound = True
 
-    num_gauss_hermite_points: int = 20
+    _num_gauss_hermite_points: int = 20
     """Nodes of GPflow's Gauss–Hermite rule for the expectation over q(f̄ₙ) in :meth:`elbo`."""
 
     def __init__(
@@ -153,7 +166,7 @@ class KLCorrected(GaussianSitesModel):
         :param bound: ``"kl_corrected"`` (default) or ``"standard"``; see the class docstring.
         :param e_step: ``"newton"`` (default) or ``"coordinate"``, how a closed-form E-step moves
             q(fₙ); both have the same fixed point, the E-step of the paper. See
-            :meth:`step_rule`.
+            :meth:`_step_rule`.
         :param beta: the precision β > 0 of f around f̄ (default 1).
         :param train_beta: optimise β in the M-step with the kernel hyperparameters. Off by default,
             as in the paper's code: for the probit likelihood p(y | f̄) depends on the kernel
@@ -198,7 +211,7 @@ class KLCorrected(GaussianSitesModel):
         )
 
     @classmethod
-    def checked_likelihood(
+    def _checked_likelihood(
         cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
     ) -> gpflow.likelihoods.Likelihood:
         """
@@ -223,7 +236,7 @@ class KLCorrected(GaussianSitesModel):
     def bound(self, value: str) -> None:
         self._bound = one_of(value, BOUNDS, "bound")
 
-    def default_method(self) -> str:
+    def _default_method(self) -> str:
         """
         The route ``fit`` takes without ``method``: ``"persistent"`` for the KL-corrected bound,
         ``"em"`` for the standard bound, which only EM can train (its M-step holds q(f̄) fixed).
@@ -232,7 +245,7 @@ class KLCorrected(GaussianSitesModel):
 
     @property
     def e_step(self) -> str:
-        """How a closed-form E-step moves q(fₙ): ``"newton"`` or ``"coordinate"`` (:meth:`step_rule`)."""
+        """How a closed-form E-step moves q(fₙ): ``"newton"`` or ``"coordinate"`` (:meth:`_step_rule`)."""
         return self._e_step
 
     @e_step.setter
@@ -242,7 +255,8 @@ class KLCorrected(GaussianSitesModel):
     # ----------------------------------------------------------------------------------------------
     # The PPA site rule.
 
-    def site_rule(
+    @check_shapes(*PPA_SITE_PARAMETERS, *SITES)
+    def _site_rule(
         self,
         X: tf.Tensor,
         Y: tf.Tensor,
@@ -265,7 +279,8 @@ class KLCorrected(GaussianSitesModel):
         log_Z = self._log_normaliser(X, Y, held_beta)(held_mean)[:, None]
         return sites._replace(a=sites.a + (log_Z - tf.stop_gradient(log_Z)))
 
-    def step_rule(
+    @check_shapes(*PPA_SITE_PARAMETERS, *SITES)
+    def _step_rule(
         self,
         X: tf.Tensor,
         Y: tf.Tensor,
@@ -288,7 +303,7 @@ class KLCorrected(GaussianSitesModel):
           where points are confidently classified, as −∂² log Zₙ ≪ β there.
         """
         if self.e_step == "coordinate":
-            return self.site_rule(X, Y, f_mean, f_var, f_evidence, cavity_mean)
+            return self._site_rule(X, Y, f_mean, f_var, f_evidence, cavity_mean)
         beta = tf.convert_to_tensor(self.beta)
         return newton_sites(f_mean, f_var, f_evidence, cavity_mean, beta)
 
@@ -311,7 +326,8 @@ class KLCorrected(GaussianSitesModel):
 
         return log_Z
 
-    def optimal_site_parameters(
+    @inherit_check_shapes
+    def _optimal_site_parameters(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
     ) -> Tuple[tf.Tensor, ...]:
         """
@@ -323,7 +339,7 @@ class KLCorrected(GaussianSitesModel):
         log_Z, f_mean, f_var = tilted_moments(self._log_normaliser(X, Y), Fmu, beta, name=name)
         return f_mean, f_var, tilted_evidence(log_Z, Fmu, f_mean, f_var, beta), Fmu
 
-    def local_bound_terms(
+    def _local_bound_terms(
         self,
         data: Optional[RegressionData] = None,
         site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
@@ -335,14 +351,14 @@ class KLCorrected(GaussianSitesModel):
         bound is a GP marginal likelihood on the pseudo-targets.
         """
         if site_parameters is None:
-            site_parameters = self.site_parameters(data)
+            site_parameters = self._site_parameters(data)
         _, f_var, f_evidence, _ = site_parameters
         return local_terms(f_var, f_evidence, tf.convert_to_tensor(self.beta))
 
     # ----------------------------------------------------------------------------------------------
     # The two bounds.
 
-    def kl_corrected_bound(
+    def _kl_corrected_bound(
         self,
         data: Optional[RegressionData] = None,
         site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
@@ -353,9 +369,9 @@ class KLCorrected(GaussianSitesModel):
         bound of the PPA sites: in the full form (Z = X) exactly log N(⟨f⟩ | μ(X), K + β⁻¹I)
         (paper eq. 10) plus the local terms.
         """
-        return self.collapsed_bound(data, site_parameters).total
+        return self._collapsed_bound(data, site_parameters).total
 
-    def standard_bound(
+    def _standard_bound(
         self,
         data: Optional[RegressionData] = None,
         site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
@@ -364,26 +380,26 @@ class KLCorrected(GaussianSitesModel):
         The standard variational bound (paper eq. 3) at the current θ and β and the stored
         q(f̄), for the q(fₙ) of the stored q(f̄) (or given as ``site_parameters``).
         """
-        return self.sites_elbo(data, site_parameters)
+        return self._sites_elbo(data, site_parameters)
 
-    def objective(
+    def _objective(
         self,
         data: Optional[RegressionData] = None,
         site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
     ) -> tf.Tensor:
         """The bound selected by :attr:`bound`."""
         if self.bound == "standard":
-            return self.standard_bound(data, site_parameters)
-        return self.kl_corrected_bound(data, site_parameters)
+            return self._standard_bound(data, site_parameters)
+        return self._kl_corrected_bound(data, site_parameters)
 
-    def stepped_sites(
+    def _stepped_sites(
         self,
         num_updates: int,
         data: Optional[RegressionData] = None,
         site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
     ) -> SteppedSites:
         """
-        :meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel.stepped_sites`:
+        :meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel._stepped_sites`:
         E-steps and the KL-corrected bound after them. Refused for ``bound="standard"``, whose
         M-step holds q(f̄) fixed and has no such collapsed form.
         """
@@ -392,8 +408,9 @@ class KLCorrected(GaussianSitesModel):
                 'KLCorrected(bound="standard") holds q(f̄) fixed in its M-step; the persistent '
                 'route maximises the KL-corrected bound. Train it with fit(model, method="em").'
             )
-        return super().stepped_sites(num_updates, data, site_parameters)
+        return super()._stepped_sites(num_updates, data, site_parameters)
 
+    @check_shapes("return: []")
     def training_loss(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
         −(selected bound + log prior density), for GPflow's optimisers. Each evaluation first
@@ -405,11 +422,11 @@ class KLCorrected(GaussianSitesModel):
         """
         if self.bound != "standard":
             return super().training_loss(data)
-        data = self.passes.training_data(data)
+        data = self._passes.training_data(data)
         self.update_sites(1, data=data)
-        return -(self.standard_bound(data) + self.log_prior_density())
+        return -(self._standard_bound(data) + self.log_prior_density())
 
-    def expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+    def _expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """
         Σₙ E_q(f̄ₙ)[log p(yₙ | f̄ₙ)] for :meth:`elbo`, where p(yₙ | f̄ₙ) = ∫ p(yₙ | f) N(f | f̄ₙ, β⁻¹) df
         is the likelihood with the noise ε integrated out (log Zₙ at mean f̄ₙ), and the expectation
@@ -417,8 +434,8 @@ class KLCorrected(GaussianSitesModel):
         :class:`gpflow.models.SVGP` with that likelihood at q(f̄), so it is ≤ log p(y).
         """
         noise = tf.ones_like(Y) / tf.convert_to_tensor(self.beta)
-        Fmu, Fvar = GaussianSitesModel.predict_f_at(self, X)  # q(f̄ₙ), without the noise
-        quadrature = gpflow.quadrature.NDiagGHQuadrature(1, self.num_gauss_hermite_points)
+        Fmu, Fvar = GaussianSitesModel._predict_f_at(self, X)  # q(f̄ₙ), without the noise
+        quadrature = gpflow.quadrature.NDiagGHQuadrature(1, self._num_gauss_hermite_points)
 
         def log_Z(F: tf.Tensor) -> tf.Tensor:  # log p(yₙ | f̄ₙ = F), F: [H, N, 1]
             shape = tf.shape(F)
@@ -435,11 +452,11 @@ class KLCorrected(GaussianSitesModel):
     # ----------------------------------------------------------------------------------------------
     # Predictions of f = f̄ + ε.
 
-    def predict_f_at(
+    def _predict_f_at(
         self, Xnew: tf.Tensor, full_cov: bool = False, full_output_cov: bool = False
     ) -> MeanAndVariance:
         """q(f*) for f = f̄ + ε: the posterior of f̄ with the noise variance β⁻¹ added."""
-        mean, var = super().predict_f_at(Xnew, full_cov=full_cov, full_output_cov=full_output_cov)
+        mean, var = super()._predict_f_at(Xnew, full_cov=full_cov, full_output_cov=full_output_cov)
         noise = 1.0 / tf.convert_to_tensor(self.beta)
         if full_cov:
             N = tf.shape(var)[-1] if not full_output_cov else tf.shape(var)[0]

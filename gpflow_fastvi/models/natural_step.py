@@ -49,11 +49,11 @@ def batch_sites_elbo(
     ``projection`` by L = chol(Kmm) saves projecting it again, where one device makes the
     pass).
     """
-    q = model.whitened(q_mu, q_sqrt, L)
-    total = model.passes.sum_over_projected_rows(
+    q = model._whitened(q_mu, q_sqrt, L)
+    total = model._passes.sum_over_projected_rows(
         functools.partial(rows_expected_sites, model), X, Y, L, q, projection
     )
-    return sites_elbo(total, q, model.passes.data_scale(X))
+    return sites_elbo(total, q, model._passes.data_scale(X))
 
 
 def rows_expected_sites(
@@ -110,12 +110,12 @@ def stepped_natural_parameters(
     gradient.
     """
     L = tf.stop_gradient(L)
-    q = tf.nest.map_structure(tf.stop_gradient, model.whitened(q_mu, q_sqrt, L))
-    stats = model.passes.sum_over_projected_rows(
+    q = tf.nest.map_structure(tf.stop_gradient, model._whitened(q_mu, q_sqrt, L))
+    stats = model._passes.sum_over_projected_rows(
         functools.partial(rows_step_statistics, model), X, Y, L, q, projection
     )
     rho = tf.convert_to_tensor(rho, dtype=L.dtype)
-    natural = natural_gradient_parameters(q, stats, model.passes.data_scale(X), rho)
+    natural = natural_gradient_parameters(q, stats, model._passes.data_scale(X), rho)
     return tf.nest.map_structure(tf.stop_gradient, natural)
 
 
@@ -144,15 +144,15 @@ def natural_gradient_step(model: Any, data: RegressionData, rho: Any) -> tf.Tens
     (:meth:`~gpflow_fastvi.models.passes.DataPasses.pass_strategy`) the replicas share the batch, each projecting its rows once.
     """
     X, Y = data
-    L = model.passes.Kmm_cholesky()
-    strategy = model.passes.pass_strategy()
+    L = model._passes.Kmm_cholesky()
+    strategy = model._passes.pass_strategy()
     if strategy is not None:
         return _natural_gradient_step_on_replicas(model, X, Y, L, rho, strategy)
-    projection = model.passes.projection(X, L)  # once, for both sums
+    projection = model._passes.projection(X, L)  # once, for both sums
     q_mu, q_sqrt = model.q_mu, model.q_sqrt
     natural = stepped_natural_parameters(model, X, Y, L, q_mu, q_sqrt, rho, projection)
     q_mu, q_sqrt = stored_q_from_natural(model, natural, L)
-    model.q_frame.store(q_mu, q_sqrt)
+    model._q_frame.store(q_mu, q_sqrt)
     return batch_sites_elbo(model, X, Y, L, q_mu, q_sqrt, projection)
 
 
@@ -167,27 +167,27 @@ def _natural_gradient_step_on_replicas(
     (:func:`~gpflow_fastvi.distribution.sum_and_gradient_over_replicas`).
     """
     q_mu, q_sqrt = tf.convert_to_tensor(model.q_mu), tf.convert_to_tensor(model.q_sqrt)
-    q = tf.nest.map_structure(tf.stop_gradient, model.whitened(q_mu, q_sqrt, L))
-    scale = model.passes.data_scale(X)  # of the whole batch, not of a replica's share
+    q = tf.nest.map_structure(tf.stop_gradient, model._whitened(q_mu, q_sqrt, L))
+    scale = model._passes.data_scale(X)  # of the whole batch, not of a replica's share
     rho = tf.convert_to_tensor(rho, dtype=L.dtype)
 
     def replica_step(X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor) -> Tuple[tf.Tensor, Any]:
-        projection = model.passes.projection(X, L)
+        projection = model._passes.projection(X, L)
         stats = rows_step_statistics(model, X, Y, projection, *q)
         stats = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, stats)
         natural = natural_gradient_parameters(q, stats, scale, rho)
         new_q = stored_q_from_natural(model, natural, L)  # held fixed
-        return rows_expected_sites(model, X, Y, projection, *model.whitened(*new_q, L)), new_q
+        return rows_expected_sites(model, X, Y, projection, *model._whitened(*new_q, L)), new_q
 
     # The new q(u) comes back from the replicas, which formed it: no second factorisation.
     expected, (q_mu, q_sqrt) = sum_and_gradient_over_replicas(
         replica_step, (X, Y), strategy, (L,), model.trainable_variables
     )
-    model.q_frame.store(q_mu, q_sqrt)
-    return sites_elbo(expected, model.whitened(q_mu, q_sqrt, L), scale)
+    model._q_frame.store(q_mu, q_sqrt)
+    return sites_elbo(expected, model._whitened(q_mu, q_sqrt, L), scale)
 
 
-def mini_batch_loss_step(model: Any, data: RegressionData) -> tf.Tensor:
+def _mini_batch_loss_step(model: Any, data: RegressionData) -> tf.Tensor:
     """
     The step of a mini-batch ``training_loss``: :func:`natural_gradient_step` on the batch
     with ρ = min(1, b / :data:`~gpflow_fastvi.models.step_sizes.LOSS_AVERAGED_POINTS`); returns −(the batch's estimate of the

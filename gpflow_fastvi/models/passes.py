@@ -1,5 +1,5 @@
 """
-:class:`DataPasses`: how a model meets its data, one part of every model (``model.passes``): the
+:class:`DataPasses`: how a model meets its data, one part of every model (``model._passes``): the
 data of a call (given and checked, or held by the model), the factor L = chol(Kmm) and the
 projection A = L⁻¹Kmn, the scale of a mini-batch, and the one sum over the data, on one device, in
 batches, streamed, or shared among the replicas of a ``tf.distribute`` strategy

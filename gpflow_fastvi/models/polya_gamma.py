@@ -4,8 +4,8 @@ from typing import Any, Optional, Tuple
 
 import gpflow
 import tensorflow as tf
+from check_shapes import check_shapes, inherit_check_shapes
 from gpflow.base import RegressionData
-from gpflow.models import SVGP
 
 from ..distribution import set_trainable
 from ..exceptions import InvalidDataError
@@ -45,12 +45,12 @@ class PolyaGammaSVGP(SiteModel):
     SVGP, so an SVGP script runs with the class name changed (inducing inputs are held fixed unless
     ``train_inducing=True``). What differs:
 
-    - :meth:`elbo` is the Pólya-Gamma ELBO with the optimal q(ωᵢ) = PG(1, cᵢ) for each point, in
+    - :meth:`maximum_log_likelihood_objective` is the Pólya-Gamma ELBO with the optimal q(ωᵢ) = PG(1, cᵢ) for each point, in
       closed form (no quadrature), every constant included:
       Σᵢ [−log 2 + yᵢ μᵢ/2 − E[ωᵢ] (μᵢ² + σᵢ²)/2 − KL(cᵢ)] − KL[q(u) ‖ p(u)], scaled by
       ``num_data``/batch size for a mini-batch as SVGP does. It equals the Jaakkola–Jordan bound
       with ξ = c (:mod:`gpflow_fastvi.sites.polya_gamma`), so it is a lower bound on log p(y) and
-      lies below SVGP's own (quadrature) ELBO at the same q(u).
+      lies below SVGP's own (quadrature) ELBO, :meth:`elbo`, at the same q(u).
     - q(u) is set by the method's closed-form steps, never by gradients, so ``q_mu`` and ``q_sqrt``
       are not trainable: each mini-batch step sets the local cᵢ in closed form, takes a
       closed-form natural-gradient step on q(u), and the hyperparameters take a gradient step at
@@ -77,9 +77,9 @@ class PolyaGammaSVGP(SiteModel):
         ),
     }
     default_route = "svi"
-    objective_is_bound = True
-    multi_class_likelihoods = (LogisticSoftmax,)
-    mini_batch_closure_advice = (
+    _objective_is_bound = True
+    _multi_class_likelihoods = (LogisticSoftmax,)
+    _mini_batch_closure_advice = (
         "PolyaGammaSVGP's mini-batch closure ends short of fit's answer under Adam: train it with "
         "gpflow_fastvi.fit(model, data), which also streams a tf.data.Dataset."
     )
@@ -114,7 +114,7 @@ class PolyaGammaSVGP(SiteModel):
             hyperparameters: ``None`` (the default) as SVGP does (trained when given as an array;
             a GPflow inducing variable keeps its own flags), ``False`` to hold them fixed.
         """
-        multi_class = isinstance(likelihood, self.multi_class_likelihoods)
+        multi_class = isinstance(likelihood, self._multi_class_likelihoods)
         if not multi_class:
             check_logit_bernoulli(likelihood, "PolyaGammaSVGP's Pólya-Gamma augmentation")
         check_svgp_options("PolyaGammaSVGP", kernel, inducing_variable, q_diag)
@@ -145,11 +145,12 @@ class PolyaGammaSVGP(SiteModel):
         # q(u) is set by the method's closed-form steps (training_loss, fit), never by gradients.
         set_trainable(self.q_mu, False)
         set_trainable(self.q_sqrt, False)
-        self.attach_parts()
+        self._attach_parts()
 
     # ----------------------------------------------------------------------------------------------
     # The site rule: Pólya-Gamma sites with c optimal for the current q(f).
 
+    @inherit_check_shapes
     def local_sites(self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Sites:
         """
         Sites of points with labels Y whose local variational factors are optimal for
@@ -163,35 +164,27 @@ class PolyaGammaSVGP(SiteModel):
             return ls_sites(Y, ls_optimal_locals(Fmu, Fvar))
         return pg_sites(checked_signed_labels(Y, "PolyaGammaSVGP"), pg_optimal_c(Fmu, Fvar))
 
-    def elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
+    # ----------------------------------------------------------------------------------------------
+    # The rest of the protocol.
+
+    def _objective(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
         The Pólya-Gamma ELBO in closed form, at the optimal q(ω) for the current q(u); see the class
         docstring. For a mini-batch, an unbiased estimate of the full-data value; a
         ``tf.data.Dataset`` is all the data, streamed. Concrete data are checked as the other
-        models check theirs (:meth:`checked_call_data`); without data, a ValueError says to pass
+        models check theirs (:meth:`_checked_call_data`); without data, a ValueError says to pass
         them.
         """
-        X, Y = self.checked_call_data(data, "elbo")
-        return batch_sites_elbo(self, X, Y, self.passes.Kmm_cholesky(), self.q_mu, self.q_sqrt)
+        X, Y = self._checked_call_data(data, "maximum_log_likelihood_objective")
+        return batch_sites_elbo(self, X, Y, self._passes.Kmm_cholesky(), self.q_mu, self.q_sqrt)
 
-    # ----------------------------------------------------------------------------------------------
-    # The rest of the protocol.
-
-    def objective(self, data: Optional[RegressionData] = None) -> tf.Tensor:
-        """The method's own objective: the Pólya-Gamma ELBO, :meth:`elbo`."""
-        return self.elbo(self._require_data(data, "objective"))
-
-    def yardstick_elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
-        """SVGP's own ELBO (the likelihood's quadrature) at the current q(u), ≥ :meth:`elbo`."""
-        return SVGP.elbo(self, self._require_data(data, "yardstick_elbo"))
-
-    def closure_data(self, data: Any) -> Any:
+    def _closure_data(self, data: Any) -> Any:
         """The data a closure over all of them works on: ``(X, Y)`` or a ``tf.data.Dataset``,
         checked once."""
-        X, Y = self.checked_call_data(data, "training_loss_closure")
+        X, Y = self._checked_call_data(data, "training_loss_closure")
         return X if Y is None else (X, Y)
 
-    def checked_call_data(self, data: Any, method: str) -> Tuple[Any, Optional[tf.Tensor]]:
+    def _checked_call_data(self, data: Any, method: str) -> Tuple[Any, Optional[tf.Tensor]]:
         """
         The data of a call as ``(X, Y)``, checked (:meth:`~gpflow_fastvi.models.passes.DataPasses.checked_training_data`); or, for a
         ``tf.data.Dataset`` of ``(X [b, D], Y [b, 1])`` batches, all the data streamed once per
@@ -202,7 +195,7 @@ class PolyaGammaSVGP(SiteModel):
         """
         data = self._require_data(data, method)
         if not isinstance(data, tf.data.Dataset):
-            return self.passes.checked_training_data(data)
+            return self._passes.checked_training_data(data)
         if static_cardinality(data) == tf.data.INFINITE_CARDINALITY:
             raise InvalidDataError(
                 f"The dataset repeats without end, and {method} takes a tf.data.Dataset as all "
@@ -214,16 +207,17 @@ class PolyaGammaSVGP(SiteModel):
         num_data = None if self.num_data is None else int(self.num_data)
         return checked_stream(data, labels, num_data), None
 
+    @check_shapes("return: []")
     def training_loss(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
-        −(:meth:`elbo` + log prior density) after the method's own step on q(u), so that GPflow's
+        −(:meth:`maximum_log_likelihood_objective` + log prior density) after the method's own step on q(u), so that GPflow's
         optimisers on ``training_loss_closure`` move the hyperparameters while q(u) follows by
         closed-form natural-gradient steps, as in :func:`gpflow_fastvi.fit`:
 
         - on a mini-batch (fewer rows than ``num_data``, or rows known only when it runs: an
           Adam loop over ``training_loss_closure(iter(dataset))``), the step of
           :class:`~gpflow_fastvi.NaturalGradientSVI` with ρ = min(1, b / 10,000)
-          (:func:`~gpflow_fastvi.models.natural_step.mini_batch_loss_step`); the loss is the
+          (:func:`~gpflow_fastvi.models.natural_step._mini_batch_loss_step`); the loss is the
           batch's estimate at the new q(u);
         - on all the data (``gpflow.optimizers.Scipy`` on ``training_loss_closure((X, Y))``),
           three steps of size ρ = 1 (coordinate ascent in q(u) and the cᵢ), kept unless the
@@ -237,15 +231,15 @@ class PolyaGammaSVGP(SiteModel):
         The loss's gradient holds q(u) fixed: ``q_mu`` and ``q_sqrt`` are not trainable (the
         steps set them).
         """
-        X, Y = self.checked_call_data(data, "training_loss")
+        X, Y = self._checked_call_data(data, "training_loss")
         streamed = Y is None
-        if not streamed and self.passes.is_mini_batch((X, Y)):
-            return self.mini_batch_loss_step((X, Y))
+        if not streamed and self._passes.is_mini_batch((X, Y)):
+            return self._mini_batch_loss_step((X, Y))
 
         def loss() -> tf.Tensor:
-            L = self.passes.Kmm_cholesky()
+            L = self._passes.Kmm_cholesky()
             # On one device the data are projected once for every pass (:meth:`sum_over_projected_rows`).
-            passes = self.passes
+            passes = self._passes
             projection = None if streamed or passes.pass_strategy() else passes.projection(X, L)
             q_mu, q_sqrt = tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
             # The sites are read at the trial hyperparameters, which a line search may take so far
@@ -264,8 +258,8 @@ class PolyaGammaSVGP(SiteModel):
 
             def evaluated() -> tf.Tensor:
                 elbo = batch_sites_elbo(self, X, Y, L, q_mu, q_sqrt, projection)
-                return self.q_frame.adopt_unless_worse(
-                    -(elbo + self.log_prior_density()), lambda: self.q_frame.store(q_mu, q_sqrt)
+                return self._q_frame.adopt_unless_worse(
+                    -(elbo + self.log_prior_density()), lambda: self._q_frame.store(q_mu, q_sqrt)
                 )
 
             if not streamed:
@@ -275,7 +269,7 @@ class PolyaGammaSVGP(SiteModel):
             with tf.control_dependencies([tf.debugging.Assert(finite, [NOT_FINITE_STEP])]):
                 return evaluated()
 
-        return loss() if streamed else self.passes.where_factorisable(loss)
+        return loss() if streamed else self._passes.where_factorisable(loss)
 
     def update_sites(
         self, num_updates: int = 1, *, data: Optional[RegressionData] = None
@@ -283,7 +277,7 @@ class PolyaGammaSVGP(SiteModel):
         """
         ``num_updates`` natural-gradient steps of size ρ = 1 on the batch ``data``: with all the
         training data each lands on the closed-form optimum q(u) for the current hyperparameters
-        and the sites of the previous q(u). Returns :meth:`elbo` after the last step.
+        and the sites of the previous q(u). Returns the Pólya-Gamma ELBO after the last step.
         """
         data = self._require_data(data, "update_sites")
         for _ in range(positive_int(num_updates, "num_updates")):

@@ -1,6 +1,6 @@
 """
 :class:`QFrame`: where q(u) was set, and what a step may store, one part of every model
-(``model.q_frame``): the stored q(u) is read at the hyperparameters it was set at, and a line
+(``model._q_frame``): the stored q(u) is read at the hyperparameters it was set at, and a line
 search's wild trial point does not become the state its next trial starts from.
 """
 

@@ -5,27 +5,32 @@ whose likelihood terms are replaced by Gaussian sites aᵢ + bᵢ fᵢ − wᵢ 
 In the spirit of Markovflow's ``update_sites()``: the sites are the model's business, the step
 that moves them is a model method, and the method's own objective sits beside SVGP's ELBO.
 
+What a model adds to SVGP's public surface, and all it adds (a test counts it):
+
 =====================================  =========================================================
 what                                   member
 =====================================  =========================================================
 the sites for the current q(u)         :meth:`~SiteModel.local_sites` (X, Y, q(f)) ↦ Sites
 a step towards the sites' optimum      :meth:`~SiteModel.update_sites` (closed form, full data);
                                        :meth:`~SiteModel.natural_gradient_step` (size ρ, a batch)
-the method's own objective             :meth:`~SiteModel.objective`
-the SVGP yardstick                     :meth:`~SiteModel.yardstick_elbo`
-the devices its passes are shared by   :meth:`~SiteModel.distributed_by` (``tf.distribute``)
 how the model is trained               ``training_routes`` and ``default_route`` (data, read by
                                        :func:`gpflow_fastvi.fit`)
 =====================================  =========================================================
+
+SVGP's own names keep their meaning: ``elbo`` is SVGP's ELBO at the stored q(u) for every model,
+``maximum_log_likelihood_objective`` the method's own objective (the bound the steps maximise)
+and ``training_loss`` its negation after the method's steps on q(u). The rest (the closed-form
+steps, the frame of q(u), the checks of a call) is private to the package: the training layer
+(:mod:`gpflow_fastvi.training`) calls it, a user does not.
 
 What SVGP does right a model inherits: its variables (``q_mu`` [M, L], ``q_sqrt`` [L, M, M],
 ``whiten``), ``posterior`` and the training-loss closure's contract. What every model shares
 beyond SVGP is held in two parts with one job each, composed rather than inherited:
 
-* ``model.passes`` (:class:`~gpflow_fastvi.models.passes.DataPasses`): how the model meets its
+* ``model._passes`` (:class:`~gpflow_fastvi.models.passes.DataPasses`): how the model meets its
   data: the checks of a call, Kmm's factor and the projection, and the one sum over the data on
   one device or many;
-* ``model.q_frame`` (:class:`~gpflow_fastvi.models.q_frame.QFrame`): where q(u) was set, and what
+* ``model._q_frame`` (:class:`~gpflow_fastvi.models.q_frame.QFrame`): where q(u) was set, and what
   a step may store.
 
 The natural-gradient step on a batch is :mod:`~gpflow_fastvi.models.natural_step`, written once
@@ -39,23 +44,45 @@ from typing import Any, Callable, ClassVar, Mapping, Optional, Tuple
 import gpflow
 import numpy as np
 import tensorflow as tf
+from check_shapes import check_shapes, inherit_check_shapes
 from gpflow.base import InputData, MeanAndVariance, RegressionData
 from gpflow.models import SVGP
 
 from ..exceptions import InvalidDataError
 from ..gaussian import (
     WhitenedQ,
+    kl_to_prior,
     marginal_covariance,
     marginals,
     robust_cholesky,
     stored_q,
     whitened_q,
 )
+from ..model_checks import is_logit_bernoulli
+from ..sites.expectation import expected_log_softmax
 from ..types import Route, Sites
-from ..validation import checked_inputs, inducing_inputs
+from ..validation import checked_inputs, inducing_inputs, signed_labels
 from . import natural_step
 from .passes import DataPasses
 from .q_frame import QFrame
+
+
+def logit_log_prob(F: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+    """
+    log p(y | f) = log σ(y f) for the logit Bernoulli with Y in {0, 1} (y = 2Y − 1), at F of Y's
+    shape or with leading quadrature axes: finite with finite derivatives at every f. GPflow's
+    Bernoulli takes log(1 − σ(f)), which is log 0 = −inf once f passes about 37, as it does for a
+    confident point (a posterior mean, or a quadrature node of a wide q(fᵢ)).
+    """
+    return tf.math.log_sigmoid(signed_labels(Y) * F)
+
+
+MARGINALS = ("X: [N, D]", "Y: [N, 1]", "Fmu: [N, L]", "Fvar: [N, L]")
+"""The shapes a site rule reads: points X, their targets Y (one column, classes for C of them),
+and the marginals q(fₙ) = N(Fmu, Fvar) of the L latent functions."""
+
+SITES = ("return.a: [N, L]", "return.b: [N, L]", "return.w: [N, L]")
+"""The shapes of the sites (a, b, w) a site rule returns: one per point and latent function."""
 
 
 def _is_all_the_data(data: Any) -> bool:
@@ -75,25 +102,28 @@ def only_marginals(full_cov: bool, full_output_cov: bool, method: str) -> None:
 class SiteModel(SVGP):
     """
     The protocol of the module docstring, on :class:`gpflow.models.SVGP`. A subclass's
-    constructor calls ``SVGP.__init__`` and then :meth:`attach_parts`.
+    constructor calls ``SVGP.__init__`` and then :meth:`_attach_parts`.
     """
+
+    batch_size: Optional[int] = None
+    """Accumulate a pass's sums over batches of this many points; ``None``: all at once."""
 
     training_routes: ClassVar[Mapping[str, Route]]
     """The ways :func:`gpflow_fastvi.fit` can train the model, by name."""
     default_route: ClassVar[str]
-    """The route ``fit`` takes when no ``method`` is given (:meth:`default_method`)."""
-    multi_class_likelihoods: ClassVar[Tuple[type, ...]] = ()
+    """The route ``fit`` takes when no ``method`` is given (:meth:`_default_method`)."""
+    _multi_class_likelihoods: ClassVar[Tuple[type, ...]] = ()
     """The likelihoods of C classes the model takes, with C latent functions (none unless the
     model says so)."""
-    objective_is_bound: ClassVar[bool]
-    """Whether :meth:`objective` is a lower bound on log p(y) (then also ≤ the yardstick at the
+    _objective_is_bound: ClassVar[bool]
+    """Whether :meth:`_objective` is a lower bound on log p(y) (then also ≤ the yardstick at the
     q(u) it stores); ``False`` for a local approximation such as Taylor sites."""
-    mini_batch_closure_advice: ClassVar[Optional[str]] = None
+    _mini_batch_closure_advice: ClassVar[Optional[str]] = None
     """What to use instead where an Adam loop over ``training_loss_closure(iter(dataset))`` ends
     short of :func:`gpflow_fastvi.fit` (the figures are in the docs' guarantees page): the
-    warning that the first such closure of a model gives (:meth:`advise_on_closure`)."""
+    warning that the first such closure of a model gives (:meth:`_advise_on_closure`)."""
 
-    def default_method(self) -> str:
+    def _default_method(self) -> str:
         """
         The route ``fit`` takes for this model when no ``method`` is given: ``default_route``,
         unless the model's configuration can be trained by one route only.
@@ -106,18 +136,18 @@ class SiteModel(SVGP):
         """
         ``training_loss`` as a closure for GPflow's optimisers, as
         :meth:`gpflow.models.SVGP.training_loss_closure` builds it: ``data`` is all the data,
-        ``(X, Y)`` (checked and converted once, here, by :meth:`closure_data`) or what the model
+        ``(X, Y)`` (checked and converted once, here, by :meth:`_closure_data`) or what the model
         accepts for them, or an iterator of mini-batches (a new batch at every call, one trace
         for all of a ``tf.data`` iterator's batches). A model whose mini-batch loop ends short of
-        ``fit`` says so at its first such closure (:meth:`advise_on_closure`).
+        ``fit`` says so at its first such closure (:meth:`_advise_on_closure`).
 
         Compiled without AutoGraph: the models' control flow is written with ``tf.cond`` and
         ``tf.while_loop`` already, and AutoGraph's conversion of every function the loss calls
         would only lengthen the first call.
         """
-        self.advise_on_closure(data)
+        self._advise_on_closure(data)
         if _is_all_the_data(data):
-            fixed = self.closure_data(data)
+            fixed = self._closure_data(data)
 
             def closure() -> tf.Tensor:
                 return self.training_loss(fixed)
@@ -133,20 +163,21 @@ class SiteModel(SVGP):
         return lambda: step(next(batches))
 
     @abc.abstractmethod
-    def closure_data(self, data: Any) -> Any:
+    def _closure_data(self, data: Any) -> Any:
         """All the data a closure of :meth:`training_loss_closure` works on, checked once."""
 
+    @check_shapes("return: []")
     @abc.abstractmethod
     def training_loss(self, data: Any = None) -> tf.Tensor:
-        """−(:meth:`objective` + log prior density) after the method's own step on q(u)."""
+        """−(:meth:`_objective` + log prior density) after the method's own step on q(u)."""
 
-    def advise_on_closure(self, data: Any) -> None:
+    def _advise_on_closure(self, data: Any) -> None:
         """
         Warn, at the first closure over an iterator of mini-batches of this model, where such a
-        loop ends short of ``fit`` (:attr:`mini_batch_closure_advice`). A closure over all the
+        loop ends short of ``fit`` (:attr:`_mini_batch_closure_advice`). A closure over all the
         data (``gpflow.optimizers.Scipy``) trains the model by its method and gets no warning.
         """
-        advice = self.mini_batch_closure_advice
+        advice = self._mini_batch_closure_advice
         if advice and not _is_all_the_data(data) and not getattr(self, "_advised", False):
             self._advised = True
             warnings.warn(advice, UserWarning, stacklevel=3)
@@ -155,6 +186,7 @@ class SiteModel(SVGP):
     # What each model provides.
 
     @abc.abstractmethod
+    @check_shapes(*MARGINALS, *SITES)
     def local_sites(self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Sites:
         """
         The sites (a, b, w) on f of the points (X, Y) whose local parameters (ξ, c, the tilted
@@ -167,44 +199,48 @@ class SiteModel(SVGP):
     ) -> tf.Tensor:
         """
         Move the sites and q(u) to their joint optimum for the current hyperparameters by
-        ``num_updates`` closed-form steps over all the data; return :meth:`objective` after them.
+        ``num_updates`` closed-form steps over all the data; return :meth:`_objective` after them.
         """
 
     @abc.abstractmethod
-    def objective(self, data: Optional[RegressionData] = None) -> tf.Tensor:
+    def _objective(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """The method's own objective (to be maximised) at the current state."""
 
-    @abc.abstractmethod
-    def yardstick_elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
+    @inherit_check_shapes
+    def maximum_log_likelihood_objective(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
-        The standard SVGP ELBO Σᵢ E_q[log p(yᵢ | fᵢ)] − KL[q(u) ‖ p(u)] at the stored q(u), the
-        expectations by quadrature: the number to compare with :class:`gpflow.models.SVGP`.
+        The method's own objective at the stored state, to be maximised (GPflow's name for it):
+        the bound or approximation that :meth:`training_loss` negates, without its steps on
+        q(u) (the table of :mod:`gpflow_fastvi.models.base`). Assigns nothing.
         """
+        return self._objective(data)
 
-    def attach_parts(self) -> None:
+    def _attach_parts(self) -> None:
         """
         Build the parts the model is composed of, once its variables exist: its passes over the
-        data (``self.passes``, which also records the ``tf.distribute`` strategy whose scope the
-        model is built in, if any) and the frame of its q(u) (``self.q_frame``).
+        data (``self._passes``, which also records the ``tf.distribute`` strategy whose scope the
+        model is built in, if any) and the frame of its q(u) (``self._q_frame``).
         """
-        self.passes = DataPasses(self)
-        self.q_frame = QFrame(self)
+        self._passes = DataPasses(self)
+        self._q_frame = QFrame(self)
+        # Decided once, eagerly: the link is checked numerically, which a traced elbo() cannot do.
+        self._logit_bernoulli = is_logit_bernoulli(self.likelihood)
 
     # ----------------------------------------------------------------------------------------------
     # Shared by every model: q(u) in the whitened frame, the natural-gradient step, the devices.
 
-    def whitened(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor) -> WhitenedQ:
+    def _whitened(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor) -> WhitenedQ:
         """GPflow's ``(q_mu [M, L], q_sqrt [L, M, M])`` as q(v_l) = N(m_l, R_l R_lᵀ) in the frame
         whitened by L = chol(Kmm) (:func:`~gpflow_fastvi.gaussian.natural.whitened_q`)."""
         return whitened_q(q_mu, q_sqrt, L, self.whiten)
 
-    def start_frame_here(self) -> None:
+    def _start_frame_here(self) -> None:
         """
         Record the current hyperparameters as those the stored q(u) was set at: until q(u) is
         next stored, its sites are read here, whatever trial hyperparameters an optimiser tries
         (:meth:`QFrame.start_here <gpflow_fastvi.models.q_frame.QFrame.start_here>`).
         """
-        self.q_frame.start_here()
+        self._q_frame.start_here()
 
     def natural_gradient_step(self, data: RegressionData, rho: Any) -> tf.Tensor:
         """
@@ -215,27 +251,74 @@ class SiteModel(SVGP):
         """
         return natural_step.natural_gradient_step(self, data, rho)
 
-    def mini_batch_loss_step(self, data: RegressionData) -> tf.Tensor:
+    def _mini_batch_loss_step(self, data: RegressionData) -> tf.Tensor:
         """The loss of a mini-batch ``training_loss`` after its step on q(u)
-        (:func:`~gpflow_fastvi.models.natural_step.mini_batch_loss_step`)."""
-        return natural_step.mini_batch_loss_step(self, data)
+        (:func:`~gpflow_fastvi.models.natural_step._mini_batch_loss_step`)."""
+        return natural_step._mini_batch_loss_step(self, data)
 
-    @property
-    def distribute_strategy(self) -> Optional[tf.distribute.Strategy]:
-        """The :mod:`tf.distribute` strategy whose replicas share this model's passes over the
-        data (:attr:`DataPasses.distribute_strategy
-        <gpflow_fastvi.models.passes.DataPasses.distribute_strategy>`), or ``None``."""
-        return self.passes.distribute_strategy
+    # ----------------------------------------------------------------------------------------------
+    # SVGP's ELBO and KL, with the factor of Kmm that training uses.
 
-    def distributed_by(self, strategy: Optional[tf.distribute.Strategy]) -> Any:
-        """A context within which the model's passes are shared among the replicas of
-        ``strategy`` (:meth:`DataPasses.distributed_by
-        <gpflow_fastvi.models.passes.DataPasses.distributed_by>`)."""
-        return self.passes.distributed_by(strategy)
+    @inherit_check_shapes
+    def elbo(self, data: Optional[RegressionData] = None) -> tf.Tensor:
+        """
+        The standard SVGP ELBO at the model's current q(u): Σᵢ E_q[log p(yᵢ | fᵢ)] − KL[q(u) ‖ p(u)],
+        the expectations by the likelihood's own (Gauss–Hermite) quadrature, the sum scaled by
+        ``num_data`` / rows for a mini-batch as SVGP scales it. This is the yardstick to compare
+        with :class:`gpflow.models.SVGP`; for VIJJ it is ≥ the bound. Models change the
+        likelihood term through :meth:`_expected_log_likelihood`.
+        """
+        return self._variational_bound(self._expected_log_likelihood, data)
+
+    def _variational_bound(
+        self,
+        expected_log_likelihood: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
+        data: Optional[RegressionData] = None,
+    ) -> tf.Tensor:
+        """
+        ``expected_log_likelihood``(X, Y), a sum over the points at the model's q(f), minus
+        KL[q(u) ‖ p(u)], the sum scaled by ``num_data`` / rows for a mini-batch: :meth:`elbo`
+        with the likelihood's expectation, or a model's bound with a bound on it.
+        """
+        data = self._passes.training_data(data)
+        var_exp = self._passes.sum_over_data(expected_log_likelihood, data, (), self.batch_size)
+        scale = 1.0 if isinstance(data, tf.data.Dataset) else self._passes.data_scale(data[0])
+        return scale * var_exp - self.prior_kl()
+
+    @inherit_check_shapes
+    def prior_kl(self) -> tf.Tensor:
+        """
+        KL[q(u) ‖ p(u)] at the model's q(u), the term :meth:`elbo` subtracts (SVGP's name for
+        it), with the factor of Kmm that training uses.
+        """
+        return kl_to_prior(self._whitened(self.q_mu, self.q_sqrt, self._passes.Kmm_cholesky()))
+
+    def _expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        """Σᵢ E_q[log p(yᵢ | fᵢ)] over the points (X, Y) at the model's q(f)."""
+        return tf.reduce_sum(self._expected_log_density(X, Y, *self._predict_f_at(X)))
+
+    def _expected_log_density(
+        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
+    ) -> tf.Tensor:
+        """
+        E_{N(fᵢ | Fmu, Fvar)}[log p(yᵢ | fᵢ)] [N], by the likelihood's own quadrature (closed form
+        where GPflow has one; for the logit Bernoulli the same Gauss–Hermite rule on
+        :func:`logit_log_prob`, finite everywhere; for GPflow's Softmax, whose own estimate
+        draws new samples at every call, :func:`expected_log_softmax`).
+        """
+        if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
+            # The labels were checked where the data entered the model's call.
+            return expected_log_softmax(Fmu, Fvar, Y, labels_checked=True)
+        if not self._logit_bernoulli:
+            return self.likelihood.variational_expectations(
+                X, Fmu, Fvar, self._likelihood_targets(Y)
+            )
+        return self.likelihood.quadrature(logit_log_prob, Fmu, Fvar, Y=Y)[:, 0]
 
     # ----------------------------------------------------------------------------------------------
     # Predictions, as gpflow.models.SVGP makes them.
 
+    @inherit_check_shapes
     def predict_f(
         self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
     ) -> MeanAndVariance:
@@ -247,18 +330,18 @@ class SiteModel(SVGP):
         array-like with the inducing inputs' columns, finite.
         """
         Xnew = checked_inputs(Xnew, self.inducing_variable)
-        return self.predict_f_at(Xnew, full_cov, full_output_cov)
+        return self._predict_f_at(Xnew, full_cov, full_output_cov)
 
-    def predict_f_at(
+    def _predict_f_at(
         self, Xnew: tf.Tensor, full_cov: bool = False, full_output_cov: bool = False
     ) -> MeanAndVariance:
         """
         :meth:`predict_f` at inputs already checked (training data, test data): the hook a model
         whose latent function differs from f̄ overrides (:class:`~gpflow_fastvi.KLCorrected`).
         """
-        L = self.passes.Kmm_cholesky()
-        q = self.whitened(self.q_mu, self.q_sqrt, L)
-        projection = self.passes.projection(Xnew, L)
+        L = self._passes.Kmm_cholesky()
+        q = self._whitened(self.q_mu, self.q_sqrt, L)
+        projection = self._passes.projection(Xnew, L)
         Gmu, var = marginals(projection.A, projection.Ktilde_diag, q)  # [N, L] each
         mean = Gmu + self.mean_function(Xnew)
         if full_cov:
@@ -271,15 +354,17 @@ class SiteModel(SVGP):
             return mean, tf.einsum("lnm,lk->nlmk", cov, eye)
         return mean, (tf.linalg.diag(var) if full_output_cov else var)  # [N, L, L] or [N, L]
 
+    @inherit_check_shapes
     def predict_y(
         self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
     ) -> MeanAndVariance:
         """The mean and variance of y at ``Xnew``, as GPflow gives them; ``Xnew`` checked as in :meth:`predict_f`."""
         only_marginals(full_cov, full_output_cov, "predict_y")
         Xnew = checked_inputs(Xnew, self.inducing_variable)
-        f_mean, f_var = self.predict_f_at(Xnew)
+        f_mean, f_var = self._predict_f_at(Xnew)
         return self.likelihood.predict_mean_and_var(Xnew, f_mean, f_var)
 
+    @inherit_check_shapes
     def predict_log_density(
         self, data: RegressionData, full_cov: bool = False, full_output_cov: bool = False
     ) -> tf.Tensor:
@@ -289,11 +374,11 @@ class SiteModel(SVGP):
         error, not a score).
         """
         only_marginals(full_cov, full_output_cov, "predict_log_density")
-        X, Y = self.passes.checked_data(data)
-        f_mean, f_var = self.predict_f_at(X)
-        return self.likelihood.predict_log_density(X, f_mean, f_var, self.likelihood_targets(Y))
+        X, Y = self._passes.checked_data(data)
+        f_mean, f_var = self._predict_f_at(X)
+        return self.likelihood.predict_log_density(X, f_mean, f_var, self._likelihood_targets(Y))
 
-    def likelihood_targets(self, Y: tf.Tensor) -> tf.Tensor:
+    def _likelihood_targets(self, Y: tf.Tensor) -> tf.Tensor:
         """Checked targets Y (floats) as the likelihood's own methods take them: integer classes
         for GPflow's :class:`~gpflow.likelihoods.Softmax`, whose kernel refuses floats."""
         if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
@@ -303,7 +388,7 @@ class SiteModel(SVGP):
     # ----------------------------------------------------------------------------------------------
     # Where the inducing inputs are: greedy selection weighted by the sites, and moving them.
 
-    def site_precisions(self, data: Optional[RegressionData] = None) -> np.ndarray:
+    def _site_precisions(self, data: Optional[RegressionData] = None) -> np.ndarray:
         """
         The site precisions wᵢ [N] of the points ``data`` = (X, Y) (default: the data the model
         holds) at the current q(u), summed over the latent functions: how firmly each point's
@@ -317,11 +402,11 @@ class SiteModel(SVGP):
                     f"This {type(self).__name__} was built without data: pass (X, Y) to "
                     "site_precisions."
                 )
-        X, Y = self.passes.checked_data(data)
-        Fmu, Fvar = self.predict_f_at(X)
+        X, Y = self._passes.checked_data(data)
+        Fmu, Fvar = self._predict_f_at(X)
         return tf.reduce_sum(self.local_sites(X, Y, Fmu, Fvar).w, axis=1).numpy()
 
-    def move_inducing_inputs(self, Z: Any) -> None:
+    def _move_inducing_inputs(self, Z: Any) -> None:
         """
         Put the inducing inputs at ``Z`` [M, D] (as many as now) and q(u) at the current posterior
         of f there, q(f(Z)), for each latent function: the model keeps what it has learnt, as far
@@ -334,16 +419,16 @@ class SiteModel(SVGP):
                 f"Moving the inducing inputs keeps their number and columns, {list(Z_old.shape)}; "
                 f"got {list(Z.shape)}."
             )
-        L = self.passes.Kmm_cholesky()
-        q = self.whitened(self.q_mu, self.q_sqrt, L)
-        projection = self.passes.projection(Z, L)
+        L = self._passes.Kmm_cholesky()
+        q = self._whitened(self.q_mu, self.q_sqrt, L)
+        projection = self._passes.projection(Z, L)
         Gmu, _ = marginals(projection.A, projection.Ktilde_diag, q)  # [M, L]
         covariance = marginal_covariance(projection.A, self.kernel(Z), q.R)  # [L, M, M]
         self.inducing_variable.Z.assign(Z)
-        L = self.passes.Kmm_cholesky()
+        L = self._passes.Kmm_cholesky()
         m = tf.linalg.triangular_solve(L, Gmu, lower=True)
         LinvS = tf.linalg.triangular_solve(L, covariance, lower=True)
         S = tf.linalg.triangular_solve(L, tf.linalg.matrix_transpose(LinvS), lower=True)
         S = 0.5 * (S + tf.linalg.matrix_transpose(S))  # L⁻¹ Σ_l L⁻ᵀ, symmetric to rounding
         R = robust_cholesky(S, what="q(u) at the new inducing inputs")
-        self.q_frame.store(*stored_q(WhitenedQ(m=m, R=R), L, self.whiten))
+        self._q_frame.store(*stored_q(WhitenedQ(m=m, R=R), L, self.whiten))

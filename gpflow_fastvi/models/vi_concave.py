@@ -6,6 +6,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 import gpflow
 import numpy as np
 import tensorflow as tf
+from check_shapes import check_shapes, inherit_check_shapes
 from gpflow.base import RegressionData
 
 from ..gaussian import (
@@ -28,6 +29,7 @@ from ..sites.expectation import expectation_sites, expected_log_softmax_gradient
 from ..types import Data, Sites, SiteStatistics, SteppedSites
 from ..validation import positive_int
 from .base import PERSISTENT_ROUTE, GaussianSitesModel
+from .site_model import SITES
 
 MAX_HALVINGS = 12
 """The most times a step of :class:`VIConcave` halves its size ρ (from 1 down to 2⁻¹²) looking for
@@ -80,11 +82,11 @@ class VIConcave(GaussianSitesModel):
     model's q(u), each evaluation taking ``n_upd`` steps (the persistent route): the first to the
     optimal q(u), at the trial θ, for the sites of the last accepted iterate (kept by ``fit`` as
     their marginals with the data in memory; a stream reads them again), the later ones halved
-    until the ELBO does not fall (:meth:`stepped_sites`). By the envelope theorem its gradient at
+    until the ELBO does not fall (:meth:`_stepped_sites`). By the envelope theorem its gradient at
     the fixed point is that of the ELBO at the optimal q. That gradient is taken through the
     sites of the steps' last pass (they touch fᵦ to first order in the marginals), not through
     the quadrature. :meth:`update_sites` takes steps at fixed θ. The
-    model's :meth:`objective` is the standard ELBO, :meth:`elbo`.
+    model's :meth:`_objective` is the standard ELBO, :meth:`elbo`.
 
     **C classes.** ``VIConcave(kernel, gpflow.likelihoods.Softmax(C), Z, num_latent_gps=C)``, as
     GPflow's multi-class SVGP is built, with one q(u_c) per class stored as SVGP stores them and
@@ -105,11 +107,11 @@ class VIConcave(GaussianSitesModel):
 
     training_routes = {"persistent": PERSISTENT_ROUTE}
     default_route = "persistent"
-    objective_is_bound = True
-    multi_class_likelihoods = (gpflow.likelihoods.Softmax,)
+    _objective_is_bound = True
+    _multi_class_likelihoods = (gpflow.likelihoods.Softmax,)
 
     @classmethod
-    def checked_likelihood(
+    def _checked_likelihood(
         cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
     ) -> gpflow.likelihoods.Likelihood:
         """
@@ -118,13 +120,13 @@ class VIConcave(GaussianSitesModel):
         """
         if likelihood is None:
             return gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
-        if isinstance(likelihood, cls.multi_class_likelihoods):
+        if isinstance(likelihood, cls._multi_class_likelihoods):
             return likelihood
         check_scalar_likelihood(likelihood, "VIConcave")
         check_log_concave(likelihood, "VIConcave")
         return likelihood
 
-    def shift_removed(self, q: WhitenedQ) -> WhitenedQ:
+    def _shift_removed(self, q: WhitenedQ) -> WhitenedQ:
         """
         q(v) as a step left it, or for the softmax with the common shift of its latent functions
         removed (:func:`~gpflow_fastvi.gaussian.natural.centred_q`): the softmax and its
@@ -136,7 +138,8 @@ class VIConcave(GaussianSitesModel):
             return centred_q(q)
         return q
 
-    def optimal_site_parameters(
+    @inherit_check_shapes
+    def _optimal_site_parameters(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
     ) -> Tuple[tf.Tensor, ...]:
         """
@@ -152,7 +155,7 @@ class VIConcave(GaussianSitesModel):
         )
         return tuple(
             expectation_sites(
-                lambda m, v: self.expected_log_density(X, Y, m, v),
+                lambda m, v: self._expected_log_density(X, Y, m, v),
                 Fmu,
                 Fvar,
                 name=type(self.likelihood).__name__,
@@ -160,13 +163,14 @@ class VIConcave(GaussianSitesModel):
             )
         )
 
-    def site_rule(
+    @check_shapes("X: [N, D]", "Y: [N, 1]", "a: [N, L]", "b: [N, L]", "w: [N, L]", *SITES)
+    def _site_rule(
         self, X: tf.Tensor, Y: tf.Tensor, a: tf.Tensor, b: tf.Tensor, w: tf.Tensor
     ) -> Sites:
         """The sites themselves: a VIConcave site's local parameters are its (a, b, w)."""
         return Sites(a=a, b=b, w=w)
 
-    def objective(
+    def _objective(
         self,
         data: Optional[RegressionData] = None,
         site_parameters: Optional[Tuple[tf.Tensor, ...]] = None,
@@ -223,10 +227,10 @@ class VIConcave(GaussianSitesModel):
             return total
         # The sites carry fᵦ's gradient in the marginals only; its gradient in the likelihood's
         # own parameters (a Gaussian's variance) is fᵦ's at the held marginals, added at value 0.
-        f_b = tf.reduce_sum(self.expected_log_density(X, Y, held_Fmu, held_Fvar))
+        f_b = tf.reduce_sum(self._expected_log_density(X, Y, held_Fmu, held_Fvar))
         return total + (f_b - tf.stop_gradient(f_b))
 
-    def stepped_sites(
+    def _stepped_sites(
         self,
         num_updates: int,
         data: Optional[RegressionData] = None,
@@ -246,9 +250,9 @@ class VIConcave(GaussianSitesModel):
         there the objective is never below the ELBO of the stored q(u). The later steps are
         :meth:`update_sites`'s, halved until the ELBO does not fall.
         """
-        return self._ascent(self.passes.training_data(data), num_updates, site_parameters, True)
+        return self._ascent(self._passes.training_data(data), num_updates, site_parameters, True)
 
-    def closed_form_steps(
+    def _closed_form_steps(
         self, data: Data, num_updates: int, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None
     ) -> SteppedSites:
         """
@@ -272,15 +276,15 @@ class VIConcave(GaussianSitesModel):
 
         The steps start from the stored q(u) (:meth:`update_sites`, the full-data loss), or
         ``from_sites`` from the better of the stored q(u) and the optimal q(u) for the sites of
-        the stored q(u) where it was set (:meth:`stepped_sites`), given in ``site_parameters``
+        the stored q(u) where it was set (:meth:`_stepped_sites`), given in ``site_parameters``
         (in memory) or read per batch; the result then carries the sites at the marginals of
         the q(u) reached in memory.
         """
         num_updates = positive_int(num_updates, "num_updates")
-        in_memory = self.steps_in_memory(data, site_parameters)
+        in_memory = self._steps_in_memory(data, site_parameters)
         known_stored: Optional[Tuple[tf.Tensor, Callable[[], Evaluation]]] = None
-        L = self.passes.Kmm_cholesky()
-        projection = self.passes.projection(data[0], L) if in_memory else None
+        L = self._passes.Kmm_cholesky()
+        projection = self._passes.projection(data[0], L) if in_memory else None
 
         def over_data(per_rows: Any, q: WhitenedQ, differentiable: bool) -> Any:
             """
@@ -293,10 +297,10 @@ class VIConcave(GaussianSitesModel):
                 return per_rows(*data, held, *q)
 
             def batch(X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, *q: tf.Tensor) -> Any:
-                return per_rows(X, Y, self.passes.projection(X, L), *q)
+                return per_rows(X, Y, self._passes.projection(X, L), *q)
 
             factor = L if differentiable else tf.stop_gradient(L)
-            return self.passes.sum_over_data(batch, data, (factor, *q), self.batch_size)
+            return self._passes.sum_over_data(batch, data, (factor, *q), self.batch_size)
 
         def evaluate(q: WhitenedQ) -> Evaluation:
             """
@@ -315,12 +319,12 @@ class VIConcave(GaussianSitesModel):
             # The first step: the optimal q(u), at this θ, for the sites of the stored q(u) where
             # it was set, kept (in memory) or read off it batch by batch.
             stats = (
-                self.pass_statistics(data, L, self.site_rule, projection)
+                self._pass_statistics(data, L, self._site_rule, projection)
                 if site_parameters is None
-                else self.site_statistics(
-                    *self.arrays_of(data, "site_parameters"),
+                else self._site_statistics(
+                    *self._arrays_of(data, "site_parameters"),
                     projection,
-                    self.site_rule,
+                    self._site_rule,
                     site_parameters,
                 )
             )
@@ -332,9 +336,9 @@ class VIConcave(GaussianSitesModel):
             # optimum, a whole step, can lie below it where the steps settle slowly. At another
             # trial θ it is skipped: there it was below the sites' optimum at every evaluation
             # of a fit on letter, and it costs a pass.
-            stored = nest_stop_gradient(self.whitened(self.q_mu, self.q_sqrt, L))
-            starts = [stored, self.shift_removed(nest_stop_gradient(optimal))]
-            frame = self.q_frame
+            stored = nest_stop_gradient(self._whitened(self.q_mu, self.q_sqrt, L))
+            starts = [stored, self._shift_removed(nest_stop_gradient(optimal))]
+            frame = self._q_frame
             own_frame = frame.belongs_to(self.q_mu, self.q_sqrt)
             at_frame_theta = frame.is_at_model()
             skip_stored = own_frame & ~at_frame_theta
@@ -351,7 +355,7 @@ class VIConcave(GaussianSitesModel):
                 )
             steps = num_updates - 1
         else:
-            starts = [nest_stop_gradient(self.whitened(self.q_mu, self.q_sqrt, L))]
+            starts = [nest_stop_gradient(self._whitened(self.q_mu, self.q_sqrt, L))]
             skip_stored = tf.constant(False)
             steps = num_updates
         # What the loop keeps of a pass: in memory the sites ([N, L] each).
@@ -394,7 +398,7 @@ class VIConcave(GaussianSitesModel):
         statistics, and the sites. One product for the marginals; nothing through fᵦ.
         """
         held = Sites(*sites)
-        total = tf.reduce_sum(expected_sites(held, *self.held_marginals(X, projection, q)))
+        total = tf.reduce_sum(expected_sites(held, *self._held_marginals(X, projection, q)))
         elbo = tf.stop_gradient(total - kl_to_prior(q))
         return elbo, nest_stop_gradient(stats), nest_stop_gradient(held)
 
@@ -435,7 +439,7 @@ class VIConcave(GaussianSitesModel):
         def trial(q: WhitenedQ, target: NaturalParameters, halvings: tf.Tensor) -> WhitenedQ:
             rho = tf.pow(0.5 * one, tf.cast(halvings, L.dtype))
             natural = natural_step(natural_parameters(q), target, rho)
-            return self.shift_removed(q_from_natural(natural))
+            return self._shift_removed(q_from_natural(natural))
 
         def turn(
             steps: tf.Tensor,

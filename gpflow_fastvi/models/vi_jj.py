@@ -4,12 +4,14 @@ from typing import Optional, Tuple
 
 import gpflow
 import tensorflow as tf
+from check_shapes import check_shapes, inherit_check_shapes
 
 from ..model_checks import check_logit_bernoulli
 from ..sites.jaakkola_jordan import jj_optimal_xi, jj_sites
 from ..types import Route, Sites
 from ..validation import signed_labels
 from .base import PERSISTENT_ROUTE, GaussianSitesModel
+from .site_model import SITES
 
 
 class VIJJ(GaussianSitesModel):
@@ -69,10 +71,10 @@ class VIJJ(GaussianSitesModel):
         "persistent": PERSISTENT_ROUTE,
     }
     default_route = "persistent"
-    objective_is_bound = True
+    _objective_is_bound = True
 
     @classmethod
-    def checked_likelihood(
+    def _checked_likelihood(
         cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
     ) -> gpflow.likelihoods.Likelihood:
         """
@@ -84,12 +86,14 @@ class VIJJ(GaussianSitesModel):
         check_logit_bernoulli(likelihood, "VIJJ's Jaakkola–Jordan bound")
         return likelihood
 
-    def optimal_site_parameters(
+    @inherit_check_shapes
+    def _optimal_site_parameters(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
     ) -> Tuple[tf.Tensor, ...]:
         """ξ optimal for q(f) = N(Fmu, Fvar): ξ² = E_q[f²] (:func:`jj_optimal_xi`)."""
         return (jj_optimal_xi(Fmu, Fvar),)
 
-    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:
+    @check_shapes("X: [N, D]", "Y: [N, 1]", "xi: [N, L]", *SITES)
+    def _site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:
         """The Jaakkola–Jordan sites of points with labels Y at ξ (:func:`jj_sites`)."""
         return jj_sites(signed_labels(Y), xi)

@@ -4,12 +4,14 @@ from typing import Callable, Optional, Tuple
 
 import gpflow
 import tensorflow as tf
+from check_shapes import check_shapes, inherit_check_shapes
 
 from ..likelihoods import log_density_ceiling, one_hot_of_checked_classes
 from ..model_checks import check_log_concave, check_scalar_likelihood
 from ..sites.taylor import softmax_derivatives, taylor_sites
 from ..types import Route, Sites
-from .base import PERSISTENT_ROUTE, GaussianSitesModel, logit_log_prob
+from .base import PERSISTENT_ROUTE, GaussianSitesModel
+from .site_model import SITES, logit_log_prob
 
 
 class VITaylor(GaussianSitesModel):
@@ -70,11 +72,11 @@ class VITaylor(GaussianSitesModel):
         "persistent": PERSISTENT_ROUTE,
     }
     default_route = "persistent"
-    objective_is_bound = False
-    multi_class_likelihoods = (gpflow.likelihoods.Softmax,)
+    _objective_is_bound = False
+    _multi_class_likelihoods = (gpflow.likelihoods.Softmax,)
 
     @classmethod
-    def checked_likelihood(
+    def _checked_likelihood(
         cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
     ) -> gpflow.likelihoods.Likelihood:
         """
@@ -84,13 +86,14 @@ class VITaylor(GaussianSitesModel):
         """
         if likelihood is None:
             return gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
-        if isinstance(likelihood, cls.multi_class_likelihoods):
+        if isinstance(likelihood, cls._multi_class_likelihoods):
             return likelihood
         check_scalar_likelihood(likelihood, "VITaylor")
         check_log_concave(likelihood, "VITaylor")
         return likelihood
 
-    def site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:
+    @check_shapes("X: [N, D]", "Y: [N, 1]", "xi: [N, L]", *SITES)
+    def _site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:
         """
         The second-order Taylor expansion of log p(yᵢ | fᵢ) at ξᵢ (:func:`taylor_sites`), its
         peak held at or below the likelihood's ceiling where one is known (0 for a discrete
@@ -101,7 +104,7 @@ class VITaylor(GaussianSitesModel):
         if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
             # f_yᵢ − log Σ_c exp f_c, its derivatives in closed form; the labels were checked
             # where the data entered (DataPasses.training_data), outside the loops this runs in.
-            own = one_hot_of_checked_classes(Y, self.latent_functions(self.likelihood), xi.dtype)
+            own = one_hot_of_checked_classes(Y, self._latent_functions(self.likelihood), xi.dtype)
             derivatives = softmax_derivatives(own, xi)
         else:
             log_density = self._log_density(X, Y)
@@ -122,7 +125,8 @@ class VITaylor(GaussianSitesModel):
             return lambda F: logit_log_prob(F, Y)[:, 0]
         return lambda F: self.likelihood.log_prob(X, F, Y)
 
-    def optimal_site_parameters(
+    @inherit_check_shapes
+    def _optimal_site_parameters(
         self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
     ) -> Tuple[tf.Tensor, ...]:
         """The expansion point ξ = E_q[f], the mean of q(f) (the variance plays no part)."""

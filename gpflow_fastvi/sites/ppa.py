@@ -37,7 +37,7 @@ with m̄ the mean of q(f̄), so the E-steps' fixed point has the mean that maxim
 that function with the curvature −hₙ replaced by its bound β (hₙ ≥ −β, as Var[fₙ] ≥ 0): it never
 lowers the bound and is slow where −hₙ ≪ β. The Taylor sites of log Zₙ at the cavity mean make it
 Newton's method itself, with the same fixed point (:func:`newton_sites`,
-:meth:`~gpflow_fastvi.KLCorrected.step_rule`).
+:meth:`~gpflow_fastvi.KLCorrected._step_rule`).
 """
 
 import math

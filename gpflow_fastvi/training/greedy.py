@@ -8,7 +8,7 @@ GPflow's :class:`~gpflow.models.SGPR` the training is the paper's own: L-BFGS-B 
 hyperparameters θ with the noise variance σ² fixed, then σ² in closed form
 (:func:`titsias_plan`). For this package's classification models it is the model's own route,
 and the selection weights the trace term by the sites' precisions at the current q(u)
-(:meth:`~gpflow_fastvi.models.site_model.SiteModel.site_precisions`): points the likelihood pins
+(:meth:`~gpflow_fastvi.models.site_model.SiteModel._site_precisions`): points the likelihood pins
 firmly count more.
 """
 
@@ -147,14 +147,14 @@ def alternate_with_greedy_selection(
                 break
             started = time.perf_counter()
             is_sgpr = isinstance(model, gpflow.models.SGPR)  # Gaussian noise: every site alike
-            weights = None if is_sgpr else model.site_precisions((X, Y))
+            weights = None if is_sgpr else model._site_precisions((X, Y))
             Z = greedy_inducing_points(
                 X, model.kernel, M, working_set_size=working_set_size, weights=weights, seed=r
             )
             if is_sgpr:  # no q(u) to carry: SGPR's is optimal for any Z
                 model.inducing_variable.Z.assign(Z)
             else:
-                model.move_inducing_inputs(Z)
+                model._move_inducing_inputs(Z)
             elapsed += time.perf_counter() - started
             trace = train(None if time_budget is None else max(time_budget - elapsed, 1e-9))
             for row in trace.rows:

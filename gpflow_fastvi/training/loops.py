@@ -142,7 +142,7 @@ def fit(
         )
     else:
         route_name, make_plan = _site_model_route(model, data, method, options)
-        scope = model.distributed_by(check_strategy(strategy))
+        scope = model._passes.distributed_by(check_strategy(strategy))
         held = data if data is not None else getattr(model, "data", None)
         if isinstance(held, (tuple, list)) and len(held) == 2:
             warn_of_absent_classes(model.likelihood, held[1])
@@ -204,7 +204,7 @@ def _site_model_route(
             "optimiser."
         )
     name = type(model).__name__
-    route_name = model.default_method() if method is None else method
+    route_name = model._default_method() if method is None else method
     if route_name not in model.training_routes:
         raise ValueError(
             f"method must be one of {sorted(model.training_routes)} for {name}; got {method!r}."

@@ -11,10 +11,10 @@ of what L-BFGS knows. Here SciPy's L-BFGS-B runs once, for the whole fit:
   need not project the data a second time to read them), takes ``n_upd`` closed-form site steps
   (each a pass that forms the optimal q(u) of the sites and reads the next sites off it) and
   returns the collapsed bound of the last sites with its θ-gradient at them, together with their
-  optimal q(u) (:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel.stepped_sites`), from one
+  optimal q(u) (:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel._stepped_sites`), from one
   Kmm factor and one projection, assigning nothing;
 - at every accepted iterate (SciPy's callback) the model adopts the q(u) of
-  that iterate (:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel.adopt`), kept from its
+  that iterate (:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel._adopt`), kept from its
   evaluation rather than computed again: the site step stays an explicit step whose state
   follows accepted iterates, not part of the loss, and costs nothing beyond the evaluations.
   That is one outer iteration, one row of :func:`~gpflow_fastvi.fit`'s trace.
@@ -104,10 +104,10 @@ def persistent_plan(
         L-BFGS-B step, not a burst of five, and an occasional one is tiny far from the optimum).
     """
     n_upd = positive_int(n_upd, "n_upd")
-    data = model.passes.training_data(data)  # checked and converted once, for every evaluation
+    data = model._passes.training_data(data)  # checked and converted once, for every evaluation
     # The starting q(u) is read at the starting θ until the first iterate is accepted, whichever θ
     # L-BFGS-B tries, in memory as streamed.
-    model.start_frame_here()
+    model._start_frame_here()
     if not list(model.trainable_variables):  # nothing for L-BFGS-B: closed-form steps only
         closed_form = tf.function(
             lambda: model.update_sites(num_updates=n_upd, data=data), autograph=False
@@ -133,13 +133,13 @@ class PersistentRun:
         # argument and the compiled steps are shared with every run of the same signature (the
         # next fold, the next model of a grid); a stream is read through the run, and its graphs
         # are the run's own.
-        in_memory = model.projects_all_at_once(data)
+        in_memory = model._projects_all_at_once(data)
         self.accepted_sites: Optional[List[tf.Variable]] = None
         if in_memory:
             # A pass over the data: compiled and shared as the loss is, not run op by op.
             read = CompiledStep(
                 "PersistentRun.site_parameters",
-                lambda *arrays: model.site_parameters(arrays),
+                lambda *arrays: model._site_parameters(arrays),
                 roots=(model,),
             )
             self.accepted_sites = [tf.Variable(p, trainable=False) for p in read(*data)]
@@ -168,7 +168,7 @@ class PersistentRun:
         stepped sites as L-BFGS-B's auxiliary output; ``data`` is ``(X, Y)``, or none for the
         data of the run."""
         start = None if self.accepted_sites is None else tuple(self.accepted_sites)
-        stepped = self.model.stepped_sites(
+        stepped = self.model._stepped_sites(
             self.n_upd, tuple(data) or self.data, site_parameters=start
         )
         return -(stepped.objective + self.model.log_prior_density()), stepped
@@ -184,7 +184,7 @@ class PersistentRun:
         return stepped
 
     def _adopted(self, stepped: SteppedSites) -> None:
-        self.model.adopt(stepped)
+        self.model._adopt(stepped)
         if self.accepted_sites is not None:
             for variable, value in zip(self.accepted_sites, stepped.site_parameters):
                 variable.assign(value)
@@ -225,7 +225,7 @@ class PersistentRun:
         again from where it ended by itself until a fresh start takes at most one step.
         """
         reported = False  # whether the run has a row yet
-        if not self.model.objective_is_bound or self.model.num_latent_gps > 1:
+        if not self.model._objective_is_bound or self.model.num_latent_gps > 1:
             # the sites and q(u) of the starting θ
             if not self.warm_start(report):
                 return None

@@ -273,7 +273,7 @@ def alternating_plan(
        (:meth:`~gpflow_fastvi.models.site_model.SiteModel.update_sites`);
     2. L-BFGS-B for at most ``maxfun`` evaluations of the model's objective with the sites'
        local parameters held fixed at those of the current q(u)
-       (:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel.site_parameters`), over the
+       (:meth:`~gpflow_fastvi.models.closed_form.ClosedFormSiteModel._site_parameters`), over the
        trainable hyperparameters, and also over the local parameters with ``sites_in_lbfgs``;
        then q(u) is set optimal for them at the new hyperparameters.
 
@@ -289,12 +289,12 @@ def alternating_plan(
     """
     n_upd = positive_int(n_upd, "n_upd")
     maxfun = positive_int(maxfun, "maxfun")
-    data = model.passes.training_data(data)  # checked and converted once
-    held = [tf.Variable(p, trainable=False) for p in model.site_parameters(data)]
+    data = model._passes.training_data(data)  # checked and converted once
+    held = [tf.Variable(p, trainable=False) for p in model._site_parameters(data)]
     variables = list(model.trainable_variables) + (held if sites_in_lbfgs else [])
 
     def loss() -> tf.Tensor:
-        return -(model.objective(data, tuple(held)) + model.log_prior_density())
+        return -(model._objective(data, tuple(held)) + model.log_prior_density())
 
     lbfgs = (
         LBFGSStage(loss, variables, maxfun, parameters=model.trainable_parameters)
@@ -306,9 +306,9 @@ def alternating_plan(
         lambda: model.update_sites(num_updates=n_upd, data=data), autograph=False
     )
     hold_sites = tf.function(
-        lambda: [v.assign(p) for v, p in zip(held, model.site_parameters(data))], autograph=False
+        lambda: [v.assign(p) for v, p in zip(held, model._site_parameters(data))], autograph=False
     )
-    refresh_q = tf.function(lambda: model.update_q(data, tuple(held)), autograph=False)
+    refresh_q = tf.function(lambda: model._update_q(data, tuple(held)), autograph=False)
     started = False
 
     def step() -> float:

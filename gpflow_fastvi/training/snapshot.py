@@ -36,4 +36,4 @@ class Snapshot:
         for variable, value in zip(self.variables, self.values):
             variable.assign(value)
         if isinstance(self.model, SiteModel):
-            self.model.q_frame.start_here()
+            self.model._q_frame.start_here()

@@ -208,7 +208,7 @@ class NaturalGradientSVI:
             "NaturalGradientSVI.step",
             self._step,
             roots=(model, own, optimizer_state),
-            shared=strategy_in_scope() is None and model.passes.pass_strategy() is None,
+            shared=strategy_in_scope() is None and model._passes.pass_strategy() is None,
             # A batch is a mini-batch whatever its size (the last one of a pass may be shorter).
             rows_unknown=True,
         )

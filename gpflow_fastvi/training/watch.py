@@ -8,7 +8,7 @@ while the model gets worse: on a set a classifier can get almost always right, t
 of points far on the wrong side of the boundary have a curvature that falls as e^(−|ξ|), their
 quadratics promise ever more as the kernel variance grows, and J̃ ran to +10¹³² while the test
 accuracy fell from 0.997 to 0.5. So a model whose objective is not a bound is watched by its
-yardstick, the SVGP ELBO at its q(u) (:meth:`~gpflow_fastvi.models.site_model.SiteModel.yardstick_elbo`),
+yardstick, the SVGP ELBO at its q(u) (:meth:`~gpflow_fastvi.models.site_model.SiteModel.elbo`),
 and the best iterate is the one with the highest yardstick. The persistent route computes it in
 its evaluation, from the marginals at which it reads the next sites
 (:attr:`~gpflow_fastvi.types.SteppedSites.yardstick`), and hands it to the report; other routes
@@ -90,7 +90,7 @@ class Watch:
         """The highest objective an approximation of log p(y) can reach: N times the ceiling of
         each log p(yᵢ | fᵢ) (:func:`~gpflow_fastvi.likelihoods.log_density_ceiling`)."""
         self.exact = exact
-        self.watches_yardstick = exact and not getattr(model, "objective_is_bound", True)
+        self.watches_yardstick = exact and not getattr(model, "_objective_is_bound", True)
         """Whether the best iterate is chosen by the yardstick rather than the objective."""
         self._data = data
         self._yardstick: Optional[Callable[[], tf.Tensor]] = None  # compiled when first needed
@@ -114,8 +114,8 @@ class Watch:
         if not self.watches_yardstick:
             return None
         if self._yardstick is None:
-            model, checked = self.model, self.model.passes.training_data(self._data)
-            self._yardstick = tf.function(lambda: model.yardstick_elbo(checked), autograph=False)
+            model, checked = self.model, self.model._passes.training_data(self._data)
+            self._yardstick = tf.function(lambda: model.elbo(checked), autograph=False)
         return float(self._yardstick())
 
     def __call__(
