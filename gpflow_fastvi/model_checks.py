@@ -137,10 +137,12 @@ def check_latent_functions(
     )
 
 
-def check_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood, needed_by: str) -> None:
-    """Raise :class:`IncompatibleLikelihoodError` unless ``likelihood`` is a logit Bernoulli."""
-    if is_logit_bernoulli(likelihood):
-        return
+def check_logit_bernoulli(
+    likelihood: Optional[gpflow.likelihoods.Likelihood], needed_by: str
+) -> gpflow.likelihoods.Likelihood:
+    """``likelihood`` if it is a logit Bernoulli; else :class:`IncompatibleLikelihoodError`."""
+    if likelihood is not None and is_logit_bernoulli(likelihood):
+        return likelihood
     needed = (
         f"{needed_by} needs gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid) (binary "
         f"classification, the logit link); got {type(likelihood).__name__}"

@@ -25,6 +25,17 @@ SiteParameters = Tuple[tf.Tensor, ...]
 """The local parameters of a set of points' sites, each [N, L] (ξ for Jaakkola–Jordan)."""
 
 
+class CheckedData(NamedTuple):
+    """
+    Training data (X [N, D], Y [N, 1]) as tensors, checked once where they entered a call of the
+    model (``fit``, a GPflow closure, a model method) and converted to the likelihood's
+    convention: every call below takes them as they are, without checking them again.
+    """
+
+    X: tf.Tensor
+    Y: tf.Tensor
+
+
 class Sites(NamedTuple):
     """Coefficients of the Gaussian sites a + b f − w f²/2, one per data point and latent function,
     each of shape [N, L] (L = 1 but for a likelihood of several latent functions)."""

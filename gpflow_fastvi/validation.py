@@ -215,6 +215,31 @@ def one_of(value: Any, choices: Tuple[str, ...], name: str) -> str:
     return value
 
 
+class OneOf:
+    """
+    An attribute that holds one of ``choices``: setting anything else is a ``ValueError``
+    naming the attribute (:func:`one_of`), at construction and after it alike.
+    """
+
+    def __init__(self, choices: Tuple[str, ...], doc: str):
+        self.choices = choices
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: Any, owner: Optional[type] = None) -> Any:
+        if instance is None:
+            return self
+        try:
+            return instance.__dict__[self.name]
+        except KeyError:  # not set yet: as for any attribute, an AttributeError
+            raise AttributeError(self.name) from None
+
+    def __set__(self, instance: Any, value: str) -> None:
+        instance.__dict__[self.name] = one_of(value, self.choices, self.name)
+
+
 def binary_labels_to_01(Y: np.ndarray, name: str = "Y") -> np.ndarray:
     """
     Check that ``Y`` holds binary labels in {0, 1} or {−1, +1} and return a new array in {0, 1}, of

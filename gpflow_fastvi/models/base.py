@@ -46,25 +46,18 @@ and returns the batch's estimate of the sites' ELBO at the new q(u) (:mod:`.natu
 compare with :class:`gpflow.models.SVGP`.
 """
 
-import abc
 from typing import Any, Optional
 
 import gpflow
 import tensorflow as tf
 from check_shapes import check_shapes
 from gpflow.base import RegressionData
-from gpflow.models import SVGP
 from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 
-from ..distribution import set_trainable
-from ..inducing import InducingSpec, set_inducing_trainable
+from ..inducing import InducingSpec
 from ..model_checks import (
-    check_latent_functions,
-    check_svgp_options,
     data_first_arguments,
     resolve_inducing_variable,
-    svgp_initial_q,
-    svgp_num_latent_gps,
 )
 from ..types import Data, Route
 from ..validation import (
@@ -194,15 +187,9 @@ class GaussianSitesModel(ClosedFormSiteModel):
         kernel, likelihood, inducing_variable, data = data_first_arguments(
             name, kernel, likelihood, inducing_variable, data
         )
-        if not isinstance(kernel, gpflow.kernels.Kernel):
-            raise TypeError(
-                f"{name} takes a GPflow kernel first, as SVGP does; got {type(kernel).__name__}."
-            )
-        likelihood = self._checked_likelihood(likelihood)
-        check_svgp_options(type(self).__name__, kernel, inducing_variable, q_diag)
-        num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt)
-        latent = self._latent_functions(likelihood)
-        check_latent_functions(type(self).__name__, likelihood, num_latent_gps, latent)
+        likelihood, latent = self._checked_options(
+            kernel, likelihood, inducing_variable, q_diag, num_latent_gps, q_sqrt
+        )
         batch_size = positive_int(batch_size, "batch_size", optional=True)
         X = None
         if data is not None:
@@ -211,60 +198,22 @@ class GaussianSitesModel(ClosedFormSiteModel):
             num_data = check_num_data(num_data, X.shape[0])
         elif num_data is not None:
             num_data = positive_int(num_data, "num_data")
-        given_as_variable = isinstance(
-            inducing_variable, gpflow.inducing_variables.InducingVariables
-        )
-        full = X is not None and inducing_variable is None
-        inducing_variable = resolve_inducing_variable(name, inducing_variable, X, kmeans_seed)
-        # q(u) starts where SVGP's would and is set in closed form from then on.
-        initial_mu, initial_sqrt = svgp_initial_q(
-            q_mu, q_sqrt, int(inducing_variable.num_inducing), latent
-        )
-        SVGP.__init__(
-            self,
+        self._build(
             kernel,
             likelihood,
             inducing_variable,
+            resolve_inducing_variable(name, inducing_variable, X, kmeans_seed),
+            latent,
             mean_function=mean_function,
-            num_latent_gps=latent,
-            q_diag=False,
-            q_mu=initial_mu,
-            q_sqrt=initial_sqrt,
+            q_mu=q_mu,
+            q_sqrt=q_sqrt,
             whiten=whiten,
             num_data=num_data,
+            train_inducing=train_inducing,
+            full=X is not None and inducing_variable is None,
         )
-        set_trainable(self.q_mu, False)  # the steps set q(u), never a gradient
-        set_trainable(self.q_sqrt, False)
         self.data = None if X is None else gpflow.models.util.data_input_to_tensor((X, Y))
-        set_inducing_trainable(
-            self.inducing_variable,
-            train_inducing,
-            given_as_variable=given_as_variable,
-            full=full,
-        )
         self.batch_size = batch_size
-        self._attach_parts()
-
-    # ----------------------------------------------------------------------------------------------
-    # What a subclass provides besides its site rule.
-
-    @classmethod
-    @abc.abstractmethod
-    def _checked_likelihood(
-        cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
-    ) -> gpflow.likelihoods.Likelihood:
-        """
-        ``likelihood`` if the site rule supports it (the model's default for ``None``); else an
-        :class:`~gpflow_fastvi.exceptions.IncompatibleLikelihoodError` that says what to use.
-        """
-
-    @classmethod
-    def _latent_functions(cls, likelihood: gpflow.likelihoods.Likelihood) -> int:
-        """The number of latent functions the model needs for ``likelihood``: its C classes for
-        one of :attr:`_multi_class_likelihoods`, else 1."""
-        if isinstance(likelihood, cls._multi_class_likelihoods):
-            return int(likelihood.num_classes)
-        return 1
 
     # ----------------------------------------------------------------------------------------------
     # GPflow's training interface.

@@ -20,7 +20,7 @@ from ..sites.ppa import (
     tilted_moments,
 )
 from ..types import Route, Sites, SteppedSites
-from ..validation import one_of
+from ..validation import OneOf
 from .base import PERSISTENT_ROUTE, GaussianSitesModel
 from .site_model import SITES, logit_log_prob
 
@@ -130,6 +130,13 @@ class KLCorrected(GaussianSitesModel):
     )
     _objective_is_bound = True
 
+    bound = OneOf(BOUNDS, 'The bound the M-step maximises: ``"kl_corrected"`` or ``"standard"``.')
+    e_step = OneOf(
+        E_STEPS,
+        'How a closed-form E-step moves q(fₙ): ``"newton"`` or ``"coordinate"`` '
+        "(:meth:`_step_rule`).",
+    )
+
     _num_gauss_hermite_points: int = 20
     """Nodes of GPflow's Gauss–Hermite rule for the expectation over q(f̄ₙ) in :meth:`elbo`."""
 
@@ -225,16 +232,7 @@ class KLCorrected(GaussianSitesModel):
         return likelihood
 
     # ----------------------------------------------------------------------------------------------
-    # Configuration and input checks.
-
-    @property
-    def bound(self) -> str:
-        """The bound the M-step maximises: ``"kl_corrected"`` or ``"standard"``."""
-        return self._bound
-
-    @bound.setter
-    def bound(self, value: str) -> None:
-        self._bound = one_of(value, BOUNDS, "bound")
+    # Configuration.
 
     def _default_method(self) -> str:
         """
@@ -242,15 +240,6 @@ class KLCorrected(GaussianSitesModel):
         ``"em"`` for the standard bound, which only EM can train (its M-step holds q(f̄) fixed).
         """
         return "em" if self.bound == "standard" else self.default_route
-
-    @property
-    def e_step(self) -> str:
-        """How a closed-form E-step moves q(fₙ): ``"newton"`` or ``"coordinate"`` (:meth:`_step_rule`)."""
-        return self._e_step
-
-    @e_step.setter
-    def e_step(self, value: str) -> None:
-        self._e_step = one_of(value, E_STEPS, "e_step")
 
     # ----------------------------------------------------------------------------------------------
     # The PPA site rule.

@@ -7,6 +7,7 @@ batches, streamed, or shared among the replicas of a ``tf.distribute`` strategy
 """
 
 import contextlib
+import weakref
 from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
 
 import gpflow
@@ -32,7 +33,7 @@ from ..stream_validation import (
     in_graph_check,
     static_cardinality,
 )
-from ..types import Data
+from ..types import CheckedData, Data
 from ..validation import (
     check_data,
     check_input_columns,
@@ -40,6 +41,13 @@ from ..validation import (
     is_symbolic,
     targets_for_likelihood,
 )
+
+_CHECKED_STREAMS: "weakref.WeakKeyDictionary[tf.data.Dataset, weakref.ref]" = (
+    weakref.WeakKeyDictionary()
+)
+"""The checked streams :meth:`DataPasses.checked_pass_stream` made, and the passes they are for
+(weakly, both ways): kept beside the models, not in them, so that a model
+deep-copies and pickles as SVGP does."""
 
 
 class DataPasses:
@@ -66,9 +74,13 @@ class DataPasses:
         converted to the likelihood's convention as at construction (symbolic tensors, inside a
         compiled function, are taken as they are); a ``tf.data.Dataset`` of ``(X [b, D], Y [b, 1])``
         batches, whose element structure is checked and which every pass streams once; or the
-        data the model holds when ``data`` is ``None``.
+        data the model holds when ``data`` is ``None``. Data checked already
+        (:class:`~gpflow_fastvi.types.CheckedData`, or a stream this method made) are returned as
+        they are: data are checked once, where they enter, and passed down checked.
         """
         name = type(self.model).__name__
+        if isinstance(data, CheckedData) or self._made_stream(data):
+            return data
         if data is None:
             held = getattr(self.model, "data", None)
             if held is None:
@@ -77,7 +89,7 @@ class DataPasses:
                     f"training_loss((X, Y)) or fit(model, (X, Y)), or build the model with it, "
                     f"{name}(kernel, likelihood, Z, data=(X, Y))."
                 )
-            return held
+            return CheckedData(*held)
         if isinstance(data, tf.data.Dataset):
             return self.checked_pass_stream(data)
         if not looks_like_data(data):
@@ -112,7 +124,16 @@ class DataPasses:
         else:
             labels = ()
         num_data = None if model.num_data is None else int(model.num_data)
-        return checked_stream(dataset, labels, num_data)
+        checked = checked_stream(dataset, labels, num_data)
+        _CHECKED_STREAMS[checked] = weakref.ref(self)
+        return checked
+
+    def _made_stream(self, data: Any) -> bool:
+        """Whether ``data`` is a stream that :meth:`checked_pass_stream` made for these passes."""
+        if not isinstance(data, tf.data.Dataset):
+            return False
+        passes = _CHECKED_STREAMS.get(data)
+        return passes is not None and passes() is self
 
     def checked_data(self, data: Any) -> Tuple[tf.Tensor, tf.Tensor]:
         """
@@ -134,12 +155,15 @@ class DataPasses:
         check_input_columns(X, self.model.inducing_variable, "the inputs X")
         return tf.constant(X), tf.constant(Y)
 
-    def checked_training_data(self, data: Any) -> Tuple[tf.Tensor, tf.Tensor]:
+    def checked_training_data(self, data: Any) -> CheckedData:
         """
         Training data ``data`` = (X, Y), checked as :meth:`checked_data` checks them and with at
         most ``num_data`` rows, the number of training points (fewer rows are a mini-batch). Test
-        points, which may be more, are checked by :meth:`checked_data` alone.
+        points, which may be more, are checked by :meth:`checked_data` alone. Data checked
+        already are returned as they are.
         """
+        if isinstance(data, CheckedData):
+            return data
         X, Y = self.checked_data(data)
         num_data = self.model.num_data
         rows = X.shape[0]
@@ -149,7 +173,7 @@ class DataPasses:
                 "training points (a call with fewer rows is a mini-batch of them): build the "
                 f"model with num_data={rows}, or leave num_data out."
             )
-        return X, Y
+        return CheckedData(X, Y)
 
     def is_mini_batch(self, data: Data) -> bool:
         """

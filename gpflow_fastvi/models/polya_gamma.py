@@ -7,16 +7,10 @@ import tensorflow as tf
 from check_shapes import check_shapes, inherit_check_shapes
 from gpflow.base import RegressionData
 
-from ..distribution import set_trainable
 from ..exceptions import InvalidDataError
-from ..inducing import make_inducing_variable, set_inducing_trainable
 from ..likelihoods import LogisticSoftmax, one_hot_classes
 from ..model_checks import (
-    check_latent_functions,
     check_logit_bernoulli,
-    check_svgp_options,
-    svgp_initial_q,
-    svgp_num_latent_gps,
 )
 from ..sites.logistic_softmax import ls_optimal_locals, ls_sites
 from ..sites.polya_gamma import pg_optimal_c, pg_sites
@@ -42,11 +36,11 @@ class PolyaGammaSVGP(SiteModel):
 
     The constructor, ``q_mu``, ``q_sqrt``, ``whiten``, ``num_data``, ``elbo(data)``,
     ``training_loss(data)``, ``training_loss_closure``, predictions and checkpoints are those of
-    SVGP, so an SVGP script runs with the class name changed (inducing inputs are held fixed unless
-    ``train_inducing=True``). What differs:
+    SVGP, so an SVGP script runs with the class name changed (``train_inducing=False`` holds the
+    inducing inputs where they start). What differs:
 
-    - :meth:`maximum_log_likelihood_objective` is the Pólya-Gamma ELBO with the optimal q(ωᵢ) = PG(1, cᵢ) for each point, in
-      closed form (no quadrature), every constant included:
+    - :meth:`maximum_log_likelihood_objective` is the Pólya-Gamma ELBO with the optimal
+      q(ωᵢ) = PG(1, cᵢ) for each point, in closed form (no quadrature), every constant included:
       Σᵢ [−log 2 + yᵢ μᵢ/2 − E[ωᵢ] (μᵢ² + σᵢ²)/2 − KL(cᵢ)] − KL[q(u) ‖ p(u)], scaled by
       ``num_data``/batch size for a mini-batch as SVGP does. It equals the Jaakkola–Jordan bound
       with ξ = c (:mod:`gpflow_fastvi.sites.polya_gamma`), so it is a lower bound on log p(y) and
@@ -59,7 +53,12 @@ class PolyaGammaSVGP(SiteModel):
       evaluation, so GPflow's Adam or Scipy loop on ``training_loss_closure`` trains the model
       by the method too.
 
-    Labels may be {0, 1} (GPflow's convention) or {−1, +1}.
+    Built with SVGP's constructor and arguments
+    (:class:`~gpflow_fastvi.models.site_model.SiteModel`): the likelihood is
+    ``gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)`` (labels {0, 1}, GPflow's convention, or
+    {−1, +1}) or :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` of C classes with
+    ``num_latent_gps=C``; ``q_diag`` must be ``False`` (the step produces a full covariance), and
+    ``num_data`` scales mini-batch ELBOs.
     """
 
     training_routes = {
@@ -84,68 +83,19 @@ class PolyaGammaSVGP(SiteModel):
         "gpflow_fastvi.fit(model, data), which also streams a tf.data.Dataset."
     )
 
-    def __init__(
-        self,
-        kernel: gpflow.kernels.Kernel,
-        likelihood: gpflow.likelihoods.Likelihood,
-        inducing_variable: Any,
-        *,
-        mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
-        num_latent_gps: int = 1,
-        q_diag: bool = False,
-        q_mu: Optional[Any] = None,
-        q_sqrt: Optional[Any] = None,
-        whiten: bool = True,
-        num_data: Optional[int] = None,
-        train_inducing: Optional[bool] = None,
-    ):
+    @classmethod
+    def _checked_likelihood(
+        cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
+    ) -> gpflow.likelihoods.Likelihood:
         """
-        Arguments as for :class:`gpflow.models.SVGP`, with these restrictions and one addition:
-
-        :param likelihood: ``gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)``, or
-            :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` of C classes.
-        :param num_latent_gps: 1 for the Bernoulli, C for ``LogisticSoftmax(C)``.
-        :param q_diag: must be ``False``: the natural-gradient step produces a full covariance.
-        :param q_mu: q(u)'s starting mean [M, L], as in SVGP (zeros by default).
-        :param q_sqrt: q(u)'s starting covariance factor [L, M, M], as in SVGP (identities by
-            default); L, the number of latent GPs, is taken from it when it is given.
-        :param num_data: the number of training points, needed to scale mini-batch ELBOs.
-        :param train_inducing: whether training moves the inducing inputs with the
-            hyperparameters: ``None`` (the default) as SVGP does (trained when given as an array;
-            a GPflow inducing variable keeps its own flags), ``False`` to hold them fixed.
+        ``gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)``, or
+        :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` of C classes with C latent
+        functions; no default, as in SVGP.
         """
-        multi_class = isinstance(likelihood, self._multi_class_likelihoods)
-        if not multi_class:
-            check_logit_bernoulli(likelihood, "PolyaGammaSVGP's Pólya-Gamma augmentation")
-        check_svgp_options("PolyaGammaSVGP", kernel, inducing_variable, q_diag)
-        num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt)
-        latent = likelihood.num_classes if multi_class else 1
-        check_latent_functions("PolyaGammaSVGP", likelihood, num_latent_gps, latent)
-        inducing = make_inducing_variable(inducing_variable)
-        q_mu, q_sqrt = svgp_initial_q(q_mu, q_sqrt, int(tf.shape(inducing.Z)[0]), latent)
-        super().__init__(
-            kernel,
-            likelihood,
-            inducing,
-            mean_function=mean_function,
-            num_latent_gps=num_latent_gps,
-            q_diag=False,
-            q_mu=q_mu,
-            q_sqrt=q_sqrt,
-            whiten=whiten,
-            num_data=num_data,
-        )
-        set_inducing_trainable(
-            self.inducing_variable,
-            train_inducing,
-            given_as_variable=isinstance(
-                inducing_variable, gpflow.inducing_variables.InducingVariables
-            ),
-        )
-        # q(u) is set by the method's closed-form steps (training_loss, fit), never by gradients.
-        set_trainable(self.q_mu, False)
-        set_trainable(self.q_sqrt, False)
-        self._attach_parts()
+        if isinstance(likelihood, cls._multi_class_likelihoods):
+            return likelihood
+        # None is refused here too, by name: SVGP's likelihood has no default either.
+        return check_logit_bernoulli(likelihood, "PolyaGammaSVGP's Pólya-Gamma augmentation")
 
     # ----------------------------------------------------------------------------------------------
     # The site rule: Pólya-Gamma sites with c optimal for the current q(f).

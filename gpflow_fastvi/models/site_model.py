@@ -48,6 +48,7 @@ from check_shapes import check_shapes, inherit_check_shapes
 from gpflow.base import InputData, MeanAndVariance, RegressionData
 from gpflow.models import SVGP
 
+from ..distribution import set_trainable
 from ..exceptions import InvalidDataError
 from ..gaussian import (
     WhitenedQ,
@@ -58,10 +59,18 @@ from ..gaussian import (
     stored_q,
     whitened_q,
 )
-from ..model_checks import is_logit_bernoulli
+from ..inducing import InducingSpec, set_inducing_trainable
+from ..model_checks import (
+    check_latent_functions,
+    check_svgp_options,
+    is_logit_bernoulli,
+    resolve_inducing_variable,
+    svgp_initial_q,
+    svgp_num_latent_gps,
+)
 from ..sites.expectation import expected_log_softmax
 from ..types import Route, Sites
-from ..validation import checked_inputs, inducing_inputs, signed_labels
+from ..validation import checked_inputs, inducing_inputs, positive_int, signed_labels
 from . import natural_step
 from .passes import DataPasses
 from .q_frame import QFrame
@@ -101,8 +110,9 @@ def only_marginals(full_cov: bool, full_output_cov: bool, method: str) -> None:
 
 class SiteModel(SVGP):
     """
-    The protocol of the module docstring, on :class:`gpflow.models.SVGP`. A subclass's
-    constructor calls ``SVGP.__init__`` and then :meth:`_attach_parts`.
+    The protocol of the module docstring, on :class:`gpflow.models.SVGP`, with SVGP's
+    constructor: its checks (:meth:`_checked_options`) and its variables (:meth:`_build`) are
+    the steps a subclass's own constructor reuses.
     """
 
     batch_size: Optional[int] = None
@@ -122,6 +132,156 @@ class SiteModel(SVGP):
     """What to use instead where an Adam loop over ``training_loss_closure(iter(dataset))`` ends
     short of :func:`gpflow_fastvi.fit` (the figures are in the docs' guarantees page): the
     warning that the first such closure of a model gives (:meth:`_advise_on_closure`)."""
+
+    def __init__(
+        self,
+        kernel: gpflow.kernels.Kernel,
+        likelihood: Optional[gpflow.likelihoods.Likelihood] = None,
+        inducing_variable: Optional[InducingSpec] = None,
+        *,
+        mean_function: Optional[gpflow.mean_functions.MeanFunction] = None,
+        num_latent_gps: int = 1,
+        q_diag: bool = False,
+        q_mu: Optional[Any] = None,
+        q_sqrt: Optional[Any] = None,
+        whiten: bool = True,
+        num_data: Optional[int] = None,
+        train_inducing: Optional[bool] = None,
+    ):
+        """
+        SVGP's constructor, for a model that takes its data per call.
+
+        :param kernel: a single-output GPflow kernel, shared by the latent functions.
+        :param likelihood: a GPflow likelihood the site rule supports (:meth:`_checked_likelihood`);
+            ``None`` for the model's default, where it has one.
+        :param inducing_variable: a GPflow inducing variable or an array Z [M, D].
+        :param num_latent_gps: the number of latent functions: 1, or C for a likelihood of C
+            classes the model takes, as in :class:`gpflow.models.SVGP`; taken from ``q_sqrt``'s
+            leading axis when it is given, as SVGP takes it.
+        :param q_diag: must be ``False``: the closed-form q(u) has a full covariance.
+        :param q_mu: q(u)'s starting mean [M, L], as in SVGP (zeros by default); the steps start
+            from it, as every training route starts from the stored q(u).
+        :param q_sqrt: q(u)'s starting covariance factor [L, M, M], lower triangular, as in SVGP
+            (identities by default).
+        :param whiten: store q(u) whitened by chol(Kmm), as :class:`gpflow.models.SVGP` does by
+            default.
+        :param num_data: the number of training points, as in SVGP: a call with fewer rows is a
+            mini-batch (:meth:`training_loss`). ``None`` (the default) takes every call's data to
+            be all of it.
+        :param train_inducing: whether training moves the inducing inputs with the
+            hyperparameters. ``None`` (the default) does what :class:`gpflow.models.SVGP` does:
+            inducing inputs given as an array are trained; a GPflow inducing variable keeps its
+            own ``trainable`` flags. ``False`` holds them where they start, as the source papers
+            do.
+        """
+        likelihood, latent = self._checked_options(
+            kernel, likelihood, inducing_variable, q_diag, num_latent_gps, q_sqrt
+        )
+        if num_data is not None:
+            num_data = positive_int(num_data, "num_data")
+        self._build(
+            kernel,
+            likelihood,
+            inducing_variable,
+            resolve_inducing_variable(type(self).__name__, inducing_variable, None, 0),
+            latent,
+            mean_function=mean_function,
+            q_mu=q_mu,
+            q_sqrt=q_sqrt,
+            whiten=whiten,
+            num_data=num_data,
+            train_inducing=train_inducing,
+        )
+
+    def _checked_options(
+        self,
+        kernel: Any,
+        likelihood: Optional[gpflow.likelihoods.Likelihood],
+        inducing_variable: Any,
+        q_diag: bool,
+        num_latent_gps: int,
+        q_sqrt: Optional[Any],
+    ) -> Tuple[gpflow.likelihoods.Likelihood, int]:
+        """
+        The constructor's checks of SVGP's options, before anything is built: the kernel, the
+        likelihood (the model's default for ``None``), the options the closed-form q(u) cannot
+        take, and the number of latent functions. Returns the likelihood and that number.
+        """
+        name = type(self).__name__
+        if not isinstance(kernel, gpflow.kernels.Kernel):
+            raise TypeError(
+                f"{name} takes a GPflow kernel first, as SVGP does; got {type(kernel).__name__}."
+            )
+        likelihood = self._checked_likelihood(likelihood)
+        check_svgp_options(name, kernel, inducing_variable, q_diag)
+        num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt)
+        latent = self._latent_functions(likelihood)
+        check_latent_functions(name, likelihood, num_latent_gps, latent)
+        return likelihood, latent
+
+    def _build(
+        self,
+        kernel: gpflow.kernels.Kernel,
+        likelihood: gpflow.likelihoods.Likelihood,
+        given: Any,
+        inducing_variable: gpflow.inducing_variables.InducingVariables,
+        latent: int,
+        *,
+        mean_function: Optional[gpflow.mean_functions.MeanFunction],
+        q_mu: Optional[Any],
+        q_sqrt: Optional[Any],
+        whiten: bool,
+        num_data: Optional[int],
+        train_inducing: Optional[bool],
+        full: bool = False,
+    ) -> None:
+        """
+        SVGP's variables, with q(u) where SVGP's would start (``given`` is the inducing variable
+        as the caller gave it; ``full`` for Z = X), held out of the gradients; then the parts.
+        """
+        initial_mu, initial_sqrt = svgp_initial_q(
+            q_mu, q_sqrt, int(inducing_variable.num_inducing), latent
+        )
+        SVGP.__init__(
+            self,
+            kernel,
+            likelihood,
+            inducing_variable,
+            mean_function=mean_function,
+            num_latent_gps=latent,
+            q_diag=False,
+            q_mu=initial_mu,
+            q_sqrt=initial_sqrt,
+            whiten=whiten,
+            num_data=num_data,
+        )
+        set_trainable(self.q_mu, False)  # the steps set q(u), never a gradient
+        set_trainable(self.q_sqrt, False)
+        set_inducing_trainable(
+            self.inducing_variable,
+            train_inducing,
+            given_as_variable=isinstance(given, gpflow.inducing_variables.InducingVariables),
+            full=full,
+        )
+        self._attach_parts()
+
+    @classmethod
+    @abc.abstractmethod
+    def _checked_likelihood(
+        cls, likelihood: Optional[gpflow.likelihoods.Likelihood]
+    ) -> gpflow.likelihoods.Likelihood:
+        """
+        ``likelihood`` if the site rule supports it (the model's default for ``None``); else an
+        :class:`~gpflow_fastvi.exceptions.IncompatibleLikelihoodError` that says what to use.
+        """
+
+    @classmethod
+    def _latent_functions(cls, likelihood: gpflow.likelihoods.Likelihood) -> int:
+        """The number of latent functions the model needs for ``likelihood``: its C classes for
+        one of :attr:`_multi_class_likelihoods`, else 1."""
+        if isinstance(likelihood, cls._multi_class_likelihoods):
+            return int(likelihood.num_classes)
+        return 1
 
     def _default_method(self) -> str:
         """

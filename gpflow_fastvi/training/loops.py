@@ -16,7 +16,7 @@ import gpflow
 import tensorflow as tf
 
 from ..distribution import apply_trainable_flags, check_strategy
-from ..models import SiteModel
+from ..models import ClosedFormSiteModel, SiteModel
 from ..validation import positive_int, warn_of_absent_classes
 from .greedy import alternate_with_greedy_selection, check_regression_model, titsias_plan
 from .persistent import persistent_plan
@@ -141,7 +141,7 @@ def fit(
             model, data, method, strategy, options, inducing_selected=greedy_rounds is not None
         )
     else:
-        route_name, make_plan = _site_model_route(model, data, method, options)
+        route_name, make_plan, data = _site_model_route(model, data, method, options)
         scope = model._passes.distributed_by(check_strategy(strategy))
         held = data if data is not None else getattr(model, "data", None)
         if isinstance(held, (tuple, list)) and len(held) == 2:
@@ -195,8 +195,12 @@ def fit(
 
 def _site_model_route(
     model: Any, data: Any, method: Optional[str], options: Mapping[str, Any]
-) -> Tuple[str, Callable[[], TrainingPlan]]:
-    """The route ``fit`` takes for one of this package's models, checked, and its plan's maker."""
+) -> Tuple[str, Callable[[], TrainingPlan], Any]:
+    """
+    The route ``fit`` takes for one of this package's models, checked, its plan's maker, and the
+    data as the plan and the watch take them: for a closed-form model checked here, once
+    (:class:`~gpflow_fastvi.types.CheckedData`, or a checked stream), for every pass of the fit.
+    """
     if not isinstance(model, SiteModel):
         raise TypeError(
             f"fit() trains gpflow_fastvi models and GPflow's SGPR; {type(model).__name__} has no "
@@ -226,7 +230,9 @@ def _site_model_route(
     if not holds_data and data is None:
         raise ValueError(f"This {name} was built without data: call fit(model, (X, Y), ...).")
     settings = {**route.settings, **route.options, **options}
-    return route_name, lambda: DRIVERS[route.driver](model, data, **settings)
+    if isinstance(model, ClosedFormSiteModel) and data is not None:
+        data = model._passes.training_data(data)
+    return route_name, lambda: DRIVERS[route.driver](model, data, **settings), data
 
 
 def _sgpr_route(

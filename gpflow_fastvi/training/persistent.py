@@ -47,7 +47,7 @@ import tensorflow as tf
 from gpflow.base import RegressionData
 
 from ..models import ClosedFormSiteModel
-from ..types import Data, SteppedSites
+from ..types import CheckedData, Data, SteppedSites
 from ..validation import positive_int
 from .compiled import CompiledStep
 from .plans import LBFGSStage, Report, TrainingPlan
@@ -139,7 +139,7 @@ class PersistentRun:
             # A pass over the data: compiled and shared as the loss is, not run op by op.
             read = CompiledStep(
                 "PersistentRun.site_parameters",
-                lambda *arrays: model._site_parameters(arrays),
+                lambda *arrays: model._site_parameters(CheckedData(*arrays)),
                 roots=(model,),
             )
             self.accepted_sites = [tf.Variable(p, trainable=False) for p in read(*data)]
@@ -169,7 +169,7 @@ class PersistentRun:
         data of the run."""
         start = None if self.accepted_sites is None else tuple(self.accepted_sites)
         stepped = self.model._stepped_sites(
-            self.n_upd, tuple(data) or self.data, site_parameters=start
+            self.n_upd, CheckedData(*data) if data else self.data, site_parameters=start
         )
         return -(stepped.objective + self.model.log_prior_density()), stepped
 
