@@ -7,9 +7,12 @@ import tensorflow as tf
 
 from gpflow_fastvi.gaussian import (
     Projection,
+    WhitenedQ,
     checked_cholesky,
     collapsed_bound,
     collapsed_factors,
+    kl_between,
+    kl_to_prior,
     map_over_batches,
     optimal_marginals,
     optimal_q,
@@ -118,6 +121,29 @@ def test_closed_form_q_maximises_the_uncollapsed_jj_elbo(rng, whiten):
         d_sqrt = 0.05 * np.tril(rng.normal(size=q_sqrt.shape))
         assert uncollapsed_elbo(kernel, iv, X, sites, q_mu + d_mu, q_sqrt, whiten) < best
         assert uncollapsed_elbo(kernel, iv, X, sites, q_mu, q_sqrt + d_sqrt, whiten) < best
+
+
+def test_the_sites_elbo_is_their_collapsed_bound_less_the_kl_to_their_optimum(rng):
+    """The identity a full-data loss's gradient in q(u) rests on: at any whitened q(v), the
+    uncollapsed ELBO of sites is their collapsed bound − KL[q ‖ their optimal q]."""
+    X, Z, kernel = random_problem(rng)
+    Y = rng.choice([-1.0, 1.0], size=(len(X), 1))
+    sites = jj_sites(Y, rng.uniform(0.1, 3.0, size=(len(X), 1)))
+    bound, stats, L, iv = bound_of(kernel, Z, X, sites)
+    q_mu, q_sqrt = optimal_q(collapsed_factors(stats), L, True)
+    optimum = WhitenedQ(m=q_mu, R=q_sqrt)
+    np.testing.assert_allclose(kl_between(optimum, optimum), 0.0, atol=1e-10)
+    for _ in range(3):
+        m = q_mu + 0.3 * rng.normal(size=q_mu.shape)
+        R = q_sqrt + 0.1 * np.tril(rng.normal(size=q_sqrt.shape))
+        elbo = uncollapsed_elbo(kernel, iv, X, sites, m, R, True)
+        gap = kl_between(WhitenedQ(m=tf.constant(m), R=tf.constant(R)), optimum)
+        assert gap > 0
+        np.testing.assert_allclose(elbo, bound.total - gap, rtol=1e-9)
+    prior = WhitenedQ(
+        m=tf.zeros_like(q_mu), R=tf.eye(q_mu.shape[0], batch_shape=[1], dtype=q_mu.dtype)
+    )
+    np.testing.assert_allclose(kl_between(optimum, prior), kl_to_prior(optimum), rtol=1e-12)
 
 
 def test_optimal_marginals_match_gpflow_conditional(rng):

@@ -146,6 +146,25 @@ def kl_to_prior(q: WhitenedQ) -> tf.Tensor:
     return 0.5 * (trace_and_mean - size) - log_det
 
 
+@check_shapes("q.m: [M, L]", "q.R: [L, M, M]", "p.m: [M, L]", "p.R: [L, M, M]", "return: []")
+def kl_between(q: WhitenedQ, p: WhitenedQ) -> tf.Tensor:
+    """
+    Σ_l KL[q(v_l) ‖ p(v_l)] = Σ_l ½ (‖P_l⁻¹ R_l‖²_F + ‖P_l⁻¹ (m_p,l − m_l)‖² − M)
+    + Σ log ``|diag P_l|`` − Σ log ``|diag R_l|`` for q = N(m, R Rᵀ) and p = N(m_p, P Pᵀ), by
+    triangular solves with P: :func:`kl_to_prior` is the case p = N(0, I). For sites of optimum p,
+    their ELBO at q is their collapsed bound less this KL.
+    """
+    size = tf.cast(tf.size(q.m), q.m.dtype)  # M · L
+    scaled_R = tf.linalg.triangular_solve(p.R, q.R, lower=True)  # P⁻¹ R          [L, M, M]
+    difference = tf.linalg.matrix_transpose(p.m - q.m)[..., None]  # [L, M, 1]
+    scaled_mean = tf.linalg.triangular_solve(p.R, difference, lower=True)
+    trace_and_mean = tf.reduce_sum(tf.square(scaled_R)) + tf.reduce_sum(tf.square(scaled_mean))
+    log_det = tf.reduce_sum(tf.math.log(tf.abs(tf.linalg.diag_part(p.R)))) - tf.reduce_sum(
+        tf.math.log(tf.abs(tf.linalg.diag_part(q.R)))
+    )
+    return 0.5 * (trace_and_mean - size) + log_det
+
+
 @check_shapes(
     "sites.a: [N, L]",
     "sites.b: [N, L]",

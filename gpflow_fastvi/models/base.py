@@ -252,9 +252,10 @@ class GaussianSitesModel(ClosedFormSiteModel):
 
         def loss() -> tf.Tensor:
             stepped = self._closed_form_steps(data, FULL_DATA_STEPS)
-            return self._q_frame.adopt_unless_worse(
+            value = self._q_frame.adopt_unless_worse(
                 -(stepped.objective + self.log_prior_density()), lambda: self._adopt(stepped)
             )
+            return self._with_q_gradient(value, stepped.q_mu, stepped.q_sqrt)
 
         if not self._projects_all_at_once(data):
             return loss()  # differentiable under tf.function, where no tf.cond wraps it

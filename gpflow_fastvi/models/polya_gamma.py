@@ -208,9 +208,10 @@ class PolyaGammaSVGP(SiteModel):
 
             def evaluated() -> tf.Tensor:
                 elbo = batch_sites_elbo(self, X, Y, L, q_mu, q_sqrt, projection)
-                return self._q_frame.adopt_unless_worse(
+                value = self._q_frame.adopt_unless_worse(
                     -(elbo + self.log_prior_density()), lambda: self._q_frame.store(q_mu, q_sqrt)
                 )
+                return self._with_q_gradient(value, q_mu, q_sqrt)
 
             if not streamed:
                 return passes.loss_or_inf(finite, evaluated)

@@ -52,6 +52,7 @@ from ..distribution import set_trainable
 from ..exceptions import InvalidDataError
 from ..gaussian import (
     WhitenedQ,
+    kl_between,
     kl_to_prior,
     marginal_covariance,
     marginals,
@@ -393,6 +394,25 @@ class SiteModel(SVGP):
         """GPflow's ``(q_mu [M, L], q_sqrt [L, M, M])`` as q(v_l) = N(m_l, R_l R_lᵀ) in the frame
         whitened by L = chol(Kmm) (:func:`~gpflow_fastvi.gaussian.natural.whitened_q`)."""
         return whitened_q(q_mu, q_sqrt, L, self.whiten)
+
+    def _with_q_gradient(self, loss: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> tf.Tensor:
+        """
+        ``loss``, whose value is unchanged, carrying in the variables ``q_mu`` and ``q_sqrt`` the
+        gradient of KL[q(u) ‖ N(``q_mu``, ``q_sqrt`` ``q_sqrt``ᵀ)] (given in SVGP's stored
+        form): what a full-data ``training_loss`` adds for the q(u) its steps reached, so that
+        GPflow's recipe of ``NaturalGradient`` on ``(q_mu, q_sqrt)`` alternating with Adam runs.
+        For sites whose optimum is that q(u) the KL is the gap between their collapsed bound and
+        their ELBO at the stored q(u) (:func:`~gpflow_fastvi.gaussian.natural.kl_between`), so
+        this is the gradient of the uncollapsed objective in q(u): zero where the evaluation
+        stored the q(u) it reached, as it does unless a line search's trial point was worse.
+        Read after the step's assignment; no gradient in the hyperparameters.
+        """
+        L = tf.stop_gradient(self._passes.Kmm_cholesky())
+        with tf.control_dependencies([loss]):
+            now = self._whitened(self.q_mu, self.q_sqrt, L)
+        reached = WhitenedQ(*(tf.stop_gradient(t) for t in self._whitened(q_mu, q_sqrt, L)))
+        gap = kl_between(now, reached)
+        return loss + (gap - tf.stop_gradient(gap))
 
     def _start_frame_here(self) -> None:
         """
