@@ -10,7 +10,7 @@ sites and its own step, all taken as one batch.
 """
 
 import functools
-from typing import Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 import tensorflow as tf
 from gpflow.base import RegressionData
@@ -30,9 +30,12 @@ from ..gaussian import (
 from ..types import SiteStatistics
 from .step_sizes import LOSS_AVERAGED_POINTS, mini_batch_step_size
 
+if TYPE_CHECKING:  # the type only: site_model imports this module
+    from .site_model import SiteModel
+
 
 def batch_sites_elbo(
-    model: Any,
+    model: "SiteModel",
     X: tf.Tensor,
     Y: tf.Tensor,
     L: tf.Tensor,
@@ -57,7 +60,7 @@ def batch_sites_elbo(
 
 
 def rows_expected_sites(
-    model: Any, X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
+    model: "SiteModel", X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
 ) -> tf.Tensor:
     """Σᵢ Σ_l E_q[a_il + b_il f_il − w_il f_il²/2] over the rows (X, Y) with the given
     ``projection``, for q(v) given as its tensors (m, R): the sum over points of
@@ -71,7 +74,7 @@ def rows_expected_sites(
 
 
 def rows_step_statistics(
-    model: Any, X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
+    model: "SiteModel", X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
 ) -> SiteStatistics:
     """The statistics of the sites read off q(v), given as its tensors (m, R), at the rows
     (X, Y) with the given ``projection``: the sum over points of
@@ -90,7 +93,7 @@ def rows_step_statistics(
 
 
 def stepped_natural_parameters(
-    model: Any,
+    model: "SiteModel",
     X: tf.Tensor,
     Y: tf.Tensor,
     L: tf.Tensor,
@@ -120,7 +123,7 @@ def stepped_natural_parameters(
 
 
 def stored_q_from_natural(
-    model: Any, natural: NaturalParameters, L: tf.Tensor
+    model: "SiteModel", natural: NaturalParameters, L: tf.Tensor
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """
     ``(q_mu [M, L], q_sqrt [L, M, M])`` in the stored frame (through L = chol(Kmm)) for the
@@ -130,7 +133,7 @@ def stored_q_from_natural(
     return stored_q(q_from_natural(natural), L, model.whiten)
 
 
-def natural_gradient_step(model: Any, data: RegressionData, rho: Any) -> tf.Tensor:
+def natural_gradient_step(model: "SiteModel", data: RegressionData, rho: Any) -> tf.Tensor:
     """
     One stochastic variational step on the batch ``data`` = (X, Y): q(u) takes the
     natural-gradient step of size ``rho`` of :func:`stepped_natural_parameters`, and
@@ -157,7 +160,12 @@ def natural_gradient_step(model: Any, data: RegressionData, rho: Any) -> tf.Tens
 
 
 def _natural_gradient_step_on_replicas(
-    model: Any, X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, rho: Any, strategy: tf.distribute.Strategy
+    model: "SiteModel",
+    X: tf.Tensor,
+    Y: tf.Tensor,
+    L: tf.Tensor,
+    rho: Any,
+    strategy: tf.distribute.Strategy,
 ) -> tf.Tensor:
     """
     :func:`natural_gradient_step` with the batch shared among the replicas of ``strategy``,
@@ -187,7 +195,7 @@ def _natural_gradient_step_on_replicas(
     return sites_elbo(expected, model._whitened(q_mu, q_sqrt, L), scale)
 
 
-def _mini_batch_loss_step(model: Any, data: RegressionData) -> tf.Tensor:
+def _mini_batch_loss_step(model: "SiteModel", data: RegressionData) -> tf.Tensor:
     """
     The step of a mini-batch ``training_loss``: :func:`natural_gradient_step` on the batch
     with ρ = min(1, b / :data:`~gpflow_fastvi.models.step_sizes.LOSS_AVERAGED_POINTS`); returns −(the batch's estimate of the

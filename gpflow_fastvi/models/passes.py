@@ -8,7 +8,7 @@ batches, streamed, or shared among the replicas of a ``tf.distribute`` strategy
 
 import contextlib
 import weakref
-from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -42,9 +42,13 @@ from ..validation import (
     targets_for_likelihood,
 )
 
+if TYPE_CHECKING:  # the type only: site_model imports this module
+    from .site_model import SiteModel
+
 _CHECKED_STREAMS: "weakref.WeakKeyDictionary[tf.data.Dataset, weakref.ref]" = (
     weakref.WeakKeyDictionary()
 )
+
 """The checked streams :meth:`DataPasses.checked_pass_stream` made, and the passes they are for
 (weakly, both ways): kept beside the models, not in them, so that a model
 deep-copies and pickles as SVGP does."""
@@ -57,7 +61,7 @@ class DataPasses:
     by, so checkpoints and ``print_summary`` see exactly SVGP's variables.
     """
 
-    def __init__(self, model: Any):
+    def __init__(self, model: "SiteModel"):
         self.model = model
         """The model whose kernel, inducing variable, likelihood and ``num_data`` the passes use."""
         self.built_in_strategy = StrategyRef(strategy_in_scope())

@@ -4,13 +4,16 @@
 search's wild trial point does not become the state its next trial starts from.
 """
 
-from typing import Any, Callable, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Sequence, Tuple
 
 import gpflow
 import numpy as np
 import tensorflow as tf
 
 from ..gaussian import WhitenedQ, kmm_cholesky, marginals, whitened_projection, whitened_q
+
+if TYPE_CHECKING:  # the type only: site_model imports this module
+    from .site_model import SiteModel
 
 
 class QFrame:
@@ -39,7 +42,7 @@ class QFrame:
     therefore hold exactly SVGP's variables.
     """
 
-    def __init__(self, model: Any):
+    def __init__(self, model: "SiteModel"):
         self.model = model
         """The model whose q(u) this is the frame of."""
         self.kernel = gpflow.utilities.deepcopy(model.kernel)

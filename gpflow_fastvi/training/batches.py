@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..exceptions import InvalidDataError
+from ..models import SiteModel
 from ..stream_validation import (
     NO_BATCHES,
     ZERO_ONE_OR_SIGNS,
@@ -32,7 +33,7 @@ costs about twice the time, for less noisy targets for q(u) and gradients for θ
 
 
 def batches_from_arrays(
-    model: Any, data: Tuple[Any, Any], batch_size: int, seed: int
+    model: SiteModel, data: Tuple[Any, Any], batch_size: int, seed: int
 ) -> Tuple[Iterator[Tuple[tf.Tensor, tf.Tensor]], np.ndarray, bool]:
     """An endless iterator of batches, the inputs X (checked), and whether each batch is all of
     them."""
@@ -77,7 +78,7 @@ def batches_from_arrays(
 
 
 def batches_from_dataset(
-    model: Any, dataset: tf.data.Dataset, batch_size: Optional[int]
+    model: SiteModel, dataset: tf.data.Dataset, batch_size: Optional[int]
 ) -> Tuple[Iterator[Any], Optional[int]]:
     """
     An endless iterator of the stream's batches, and the number of them in a pass where it is

@@ -139,7 +139,7 @@ class NaturalGradientSVI:
 
     def __init__(
         self,
-        model: Any,
+        model: SiteModel,
         *,
         step_size: Optional[StepSize] = None,
         learning_rate: float = 0.01,

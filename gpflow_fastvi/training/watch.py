@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..likelihoods import log_density_ceiling
+from ..models import SiteModel
 from .snapshot import Snapshot
 
 DIVERGED_PATIENCE = 3
@@ -79,7 +80,7 @@ class Watch:
         which is watched for impossible values only).
     """
 
-    def __init__(self, model: Any, data: Any, *, exact: bool = True):
+    def __init__(self, model: SiteModel, data: Any, *, exact: bool = True):
         self.model = model
         self.points = training_points(model, data)
         per_point = log_density_ceiling(model.likelihood)
