@@ -13,8 +13,8 @@ class IncompatibleLikelihoodError(GPflowFastVIError, ValueError):
 
 
 class UnsupportedConfigurationError(GPflowFastVIError, ValueError):
-    """An option of :class:`gpflow.models.SVGP` that the models' closed-form steps cannot take
-    (``q_diag=True``, a multi-output kernel or inducing variable), refused when a model is built."""
+    """An option of :class:`gpflow.models.SVGP` that the models cannot take (a multi-output kernel
+    or inducing variable), refused when a model is built."""
 
 
 class InvalidDataError(GPflowFastVIError, ValueError):

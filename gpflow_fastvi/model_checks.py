@@ -40,20 +40,13 @@ def check_svgp_options(
     model: str,
     kernel: gpflow.kernels.Kernel,
     inducing_variable: Any,
-    q_diag: bool,
 ) -> None:
     """
     Raise :class:`UnsupportedConfigurationError` for the options of :class:`gpflow.models.SVGP`
-    that the closed-form steps cannot take: ``q_diag=True`` (each step gives q(u) a full
-    covariance) and a multi-output kernel or inducing variable (the latent functions share one
-    single-output kernel and one set of inducing inputs, as in SVGP(num_latent_gps=C)).
+    that the models cannot take: a multi-output kernel or inducing variable (the latent
+    functions share one single-output kernel and one set of inducing inputs, as in
+    SVGP(num_latent_gps=C)).
     """
-    if q_diag:
-        raise UnsupportedConfigurationError(
-            f"{model} needs q_diag=False: its closed-form steps give q(u) a full covariance, "
-            "which q_diag=True cannot hold. Leave q_diag out (SVGP's default), or use "
-            "gpflow.models.SVGP for a diagonal q(u)."
-        )
     if isinstance(kernel, gpflow.kernels.MultioutputKernel):
         raise UnsupportedConfigurationError(
             f"{model} takes a single-output kernel, shared by its latent functions as in GPflow's "
@@ -69,33 +62,41 @@ def check_svgp_options(
         )
 
 
-def svgp_num_latent_gps(num_latent_gps: int, q_sqrt: Any) -> int:
+def svgp_num_latent_gps(num_latent_gps: int, q_sqrt: Any, q_diag: bool) -> int:
     """
-    The number of latent GPs as :class:`gpflow.models.SVGP` takes it: the leading axis L of
-    ``q_sqrt`` [L, M, M] when one is given, else ``num_latent_gps``.
+    The number of latent GPs as :class:`gpflow.models.SVGP` takes it: from ``q_sqrt`` when one is
+    given (its leading axis L of [L, M, M], or for ``q_diag=True`` its columns L of [M, L]),
+    else ``num_latent_gps``.
     """
     if q_sqrt is None:
         return num_latent_gps
     shape = np.shape(q_sqrt)
-    if len(shape) != 3:
+    layout, axis = ("[M, L]", 1) if q_diag else ("[L, M, M]", 0)
+    if len(shape) != len(layout.split(",")):
         raise ValueError(
-            f"q_sqrt must have shape [L, M, M] (L latent GPs, M inducing points; q_diag=False); "
-            f"got shape {list(shape)}."
+            f"q_sqrt must have shape {layout} (L latent GPs, M inducing points; "
+            f"q_diag={q_diag}); got shape {list(shape)}."
         )
-    return int(shape[0])
+    return int(shape[axis])
 
 
-def svgp_initial_q(q_mu: Any, q_sqrt: Any, M: int, L: int) -> Tuple[np.ndarray, np.ndarray]:
+def svgp_initial_q(
+    q_mu: Any, q_sqrt: Any, M: int, L: int, q_diag: bool
+) -> Tuple[np.ndarray, np.ndarray]:
     """
     q(u)'s starting point as :class:`gpflow.models.SVGP` takes it: ``q_mu`` [M, L] (zeros when
-    ``None``) and ``q_sqrt`` [L, M, M] (identities when ``None``), copied in GPflow's default float
-    and checked for their shapes and finite values. As in SVGP, the triangular transform of
-    ``q_sqrt`` keeps its lower triangle.
+    ``None``) and ``q_sqrt`` [L, M, M] (identities when ``None``), or for ``q_diag=True`` the
+    standard deviations [M, L] (ones when ``None``, positive otherwise), copied in GPflow's
+    default float and checked for their shapes and finite values. As in SVGP, the triangular
+    transform of a full ``q_sqrt`` keeps its lower triangle.
     """
     dtype = gpflow.config.default_float()
+    sqrt_shape, sqrt_default = (
+        ((M, L), np.ones((M, L))) if q_diag else ((L, M, M), np.tile(np.eye(M), (L, 1, 1)))
+    )
     initial = {
         "q_mu": (q_mu, (M, L), np.zeros((M, L))),
-        "q_sqrt": (q_sqrt, (L, M, M), np.tile(np.eye(M), (L, 1, 1))),
+        "q_sqrt": (q_sqrt, sqrt_shape, sqrt_default),
     }
     arrays = []
     for name, (value, shape, default) in initial.items():
@@ -103,11 +104,16 @@ def svgp_initial_q(q_mu: Any, q_sqrt: Any, M: int, L: int) -> Tuple[np.ndarray, 
         if array.shape != shape:
             raise ValueError(
                 f"{name} must have shape {list(shape)} (M = {M} inducing points, L = {L} latent "
-                f"GPs); got shape {list(array.shape)}."
+                f"GPs; q_diag={q_diag}); got shape {list(array.shape)}."
             )
         if not np.all(np.isfinite(array)):
             raise ValueError(f"{name} contains NaN or infinite values.")
         arrays.append(array)
+    if q_diag and not np.all(arrays[1] > 0):
+        raise ValueError(
+            "q_sqrt with q_diag=True holds the standard deviations of q(u), which must be "
+            "positive, as GPflow's positive transform of it requires."
+        )
     return arrays[0], arrays[1]
 
 

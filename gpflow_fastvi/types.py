@@ -80,7 +80,8 @@ class SteppedSites(NamedTuple):
     q_mu: tf.Tensor
     """The optimal q(u)'s mean for them, [M, L], stored as the model stores ``q_mu``."""
     q_sqrt: tf.Tensor
-    """Its Cholesky factors, [L, M, M], stored as the model stores ``q_sqrt``."""
+    """Its Cholesky factors, [L, M, M], or its standard deviations [M, L] (``q_diag=True``),
+    stored as the model stores ``q_sqrt``."""
     site_parameters: Tuple[tf.Tensor, ...] = ()
     """The local parameters of the sites read off that q(u), each [N, L], where the next step
     starts; only when the steps started from given ones (else empty)."""

@@ -421,8 +421,6 @@ def test_what_the_models_do_not_support_is_refused_clearly(model_class, data):
         model_class(two_outputs, likelihood, Z)
     with pytest.raises(fv.IncompatibleLikelihoodError, match="one latent|binary classification"):
         model_class(_kernel(), likelihood, Z, num_latent_gps=2)
-    with pytest.raises(fv.UnsupportedConfigurationError, match="q_diag"):
-        model_class(_kernel(), likelihood, Z, q_diag=True)
     # A multi-class likelihood is refused by naming the model and likelihood that take one.
     with pytest.raises(fv.IncompatibleLikelihoodError, match="LogisticSoftmax"):
         model_class(_kernel(), gpflow.likelihoods.MultiClass(3), Z)

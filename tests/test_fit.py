@@ -19,7 +19,7 @@ from .test_vi_jj import make_vijj
 @pytest.mark.slow
 def test_every_method_raises_the_bound_and_records_rows(binary_data, method):
     model = make_vijj(binary_data)
-    start = float(model._collapsed_bound().total)
+    start = float(model._site_bound())
     trace = fv.fit(model, method=method, max_iter=8, tol=0.0)
     objectives = trace.column("objective")
     assert trace.method == method and trace.stop_reason == "max_iter"

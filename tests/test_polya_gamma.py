@@ -439,10 +439,6 @@ def test_bad_construction_and_data_raise_clear_errors(binary_data):
     kernel = gpflow.kernels.SquaredExponential()
     with pytest.raises(fv.IncompatibleLikelihoodError, match="logit"):
         fv.PolyaGammaSVGP(kernel, gpflow.likelihoods.Bernoulli(), X[:5], num_data=60)
-    with pytest.raises(fv.UnsupportedConfigurationError, match="q_diag"):
-        fv.PolyaGammaSVGP(
-            kernel, gpflow.likelihoods.Bernoulli(**LOGIT), X[:5], num_data=60, q_diag=True
-        )
     with pytest.raises(ValueError, match="num_data"):
         model = fv.PolyaGammaSVGP(kernel, gpflow.likelihoods.Bernoulli(**LOGIT), X[:5])
         fv.fit(model, binary_data, batch_size=10)

@@ -174,8 +174,6 @@ def test_svgp_options_the_models_cannot_take_are_refused_by_name(model_class, da
     Z = X[::5].copy()
     likelihood = _likelihood(model_class)
     kernel = gpflow.kernels.SquaredExponential()
-    with pytest.raises(fv.UnsupportedConfigurationError, match="needs q_diag=False"):
-        model_class(kernel, likelihood, Z, q_diag=True)
     with pytest.raises(fv.UnsupportedConfigurationError, match="single-output kernel"):
         model_class(gpflow.kernels.SharedIndependent(kernel, output_dim=2), likelihood, Z)
     shared = gpflow.inducing_variables.SharedIndependentInducingVariables(

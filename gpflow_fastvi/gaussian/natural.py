@@ -86,6 +86,29 @@ def whitened_q(q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor, whiten: bool) -
     return WhitenedQ(m=m, R=R)
 
 
+@check_shapes("q_sqrt: [M, L]", "return: [L, M, M]")
+def diagonal_q_sqrt(q_sqrt: tf.Tensor) -> tf.Tensor:
+    """GPflow's ``q_sqrt`` of ``q_diag=True``, the standard deviations [M, L], as the diagonal
+    square roots [L, M, M] that every function here takes."""
+    return tf.linalg.diag(tf.linalg.matrix_transpose(q_sqrt))
+
+
+@check_shapes("q_sqrt: [L, M, M]", "return: [M, L]")
+def mean_field_sqrt(q_sqrt: tf.Tensor) -> tf.Tensor:
+    """
+    The standard deviations, as GPflow's ``q_sqrt`` of ``q_diag=True`` [M, L], of the factorised
+    Gaussian closest in KL[q_mf ‖ q] to each q_l = N(μ_l, S_l S_lᵀ) (``q_sqrt`` = S, lower
+    triangular): the textbook mean field, whose mean is μ_l and whose variances are the
+    reciprocals of the diagonal of the precision Λ_l = S_l⁻ᵀ S_l⁻¹. For sites of optimum q, q_mf
+    is their optimum over the factorised family, and their ELBO there is their collapsed bound
+    less KL[q_mf ‖ q] = ½ Σⱼ log Λ_l,jj − ½ log ``|Λ_l|`` ≥ 0 (Hadamard's inequality), which
+    :func:`kl_between` gives. A diagonal S is its own mean field.
+    """
+    S_inv = triangular_inverse(q_sqrt)  # S⁻¹                                              [L, M, M]
+    precision_diagonal = tf.reduce_sum(tf.square(S_inv), axis=-2)  # Λ_jj = Σᵢ (S⁻¹)ᵢⱼ²   [L, M]
+    return tf.linalg.matrix_transpose(tf.math.rsqrt(precision_diagonal))
+
+
 @check_shapes(
     "q.m: [M, L]",
     "q.R: [L, M, M]",

@@ -162,11 +162,11 @@ class GaussianSitesModel(ClosedFormSiteModel):
             classes the model takes (:attr:`_multi_class_likelihoods`), as in
             :class:`gpflow.models.SVGP`; taken from ``q_sqrt``'s leading axis when it is given,
             as SVGP takes it.
-        :param q_diag: must be ``False``: the closed-form q(u) has a full covariance.
+        :param q_diag: a factorised q(u), as in SVGP (:class:`~gpflow_fastvi.models.site_model.SiteModel`).
         :param q_mu: q(u)'s starting mean [M, L], as in SVGP (zeros by default); the steps start
             from it, as every training route starts from the stored q(u).
         :param q_sqrt: q(u)'s starting covariance factor [L, M, M], lower triangular, as in SVGP
-            (identities by default).
+            (identities by default); for ``q_diag=True`` its standard deviations [M, L] (ones).
         :param whiten: store q(u) whitened by chol(Kmm), as :class:`gpflow.models.SVGP` does by default.
         :param num_data: the number of training points, as in SVGP: a call with fewer rows is a
             mini-batch (:meth:`training_loss`). ``None`` (the default) takes every call's data to
@@ -205,6 +205,7 @@ class GaussianSitesModel(ClosedFormSiteModel):
             resolve_inducing_variable(name, inducing_variable, X, kmeans_seed),
             latent,
             mean_function=mean_function,
+            q_diag=q_diag,
             q_mu=q_mu,
             q_sqrt=q_sqrt,
             whiten=whiten,

@@ -28,19 +28,18 @@ from check_shapes import check_shapes, inherit_check_shapes
 from gpflow.base import RegressionData
 
 from ..gaussian import (
-    CollapsedBound,
+    CollapsedFactors,
     WhitenedQ,
     collapsed_bound,
     collapsed_factors,
     expected_sites,
+    kl_between,
     kl_to_prior,
     map_over_batches,
     marginals,
-    optimal_q,
     optimal_whitened_q,
     shift_sites,
     statistics_from_projection,
-    stored_q,
 )
 from ..types import Data, SiteParameters, Sites, SiteStatistics, SteppedSites
 from ..validation import positive_int
@@ -224,9 +223,9 @@ class ClosedFormSiteModel(SiteModel):
             else:
                 stats = self._pass_statistics(data, L, rule, projection, q)
             factors = collapsed_factors(stats)
-            q = WhitenedQ(*optimal_whitened_q(factors))  # what the next pass reads
+            q = self._optimum(factors, L)  # what the next pass reads
         assert q is not None  # num_updates ≥ 1
-        q_mu, q_sqrt = stored_q(q, L, self.whiten)
+        q_mu, q_sqrt = self._stored(q, L)
         next_parameters: SiteParameters = ()
         yardstick = None
         if site_parameters is not None:
@@ -241,7 +240,7 @@ class ClosedFormSiteModel(SiteModel):
                 expected = tf.reduce_sum(self._expected_log_density(X, Y, Fmu, Fvar))
                 yardstick = self._passes.data_scale(X) * expected - kl_to_prior(q)
         return SteppedSites(
-            objective=collapsed_bound(stats, factors).total,
+            objective=self._bound(stats, factors, q),
             q_mu=tf.stop_gradient(q_mu),
             q_sqrt=tf.stop_gradient(q_sqrt),
             site_parameters=next_parameters,
@@ -332,14 +331,36 @@ class ClosedFormSiteModel(SiteModel):
             batch_statistics, (X, Y, *site_parameters), (L,), self.batch_size
         )
 
-    def _collapsed_bound(
+    def _optimum(self, factors: CollapsedFactors, L: tf.Tensor) -> WhitenedQ:
+        """
+        The optimal q(v), whitened by L, in the model's family for the sites with these
+        ``factors``: the closed-form optimum (:func:`~gpflow_fastvi.gaussian.optimal_q.optimal_whitened_q`), or for
+        ``q_diag=True`` its mean field in the stored frame, the optimum of the factorised family.
+        """
+        return self._in_family(WhitenedQ(*optimal_whitened_q(factors)), L)
+
+    def _bound(self, stats: SiteStatistics, factors: CollapsedFactors, q: WhitenedQ) -> tf.Tensor:
+        """
+        The ELBO of the sites with these statistics at ``q``, their optimum in the model's family
+        (:meth:`_optimum`): their collapsed bound (:mod:`gpflow_fastvi.gaussian.collapsed`), and
+        for ``q_diag=True`` that less KL[q ‖ q*] to the full optimum q*, the price of the
+        factorised family (:func:`~gpflow_fastvi.gaussian.natural.mean_field_sqrt`).
+        Differentiable in θ through the statistics: in closed form, the gradient of the optimum.
+        """
+        total = collapsed_bound(stats, factors).total
+        if not self._q_diag:
+            return total
+        return total - kl_between(q, WhitenedQ(*optimal_whitened_q(factors)))
+
+    def _site_bound(
         self,
         data: Optional[RegressionData] = None,
         site_parameters: Optional[SiteParameters] = None,
-    ) -> CollapsedBound:
+    ) -> tf.Tensor:
         """
-        The collapsed bound (:mod:`gpflow_fastvi.gaussian.collapsed`) as its named terms, of the
-        sites with the given local parameters, or of the sites read off the stored q(u).
+        The bound of the sites with the given local parameters, or of the sites read off the
+        stored q(u), at their optimum in the model's family (:meth:`_bound`): the collapsed
+        bound, for a full covariance.
         """
         data = self._passes.training_data(data)
         L = self._passes.Kmm_cholesky()
@@ -348,7 +369,8 @@ class ClosedFormSiteModel(SiteModel):
         else:
             X, Y = self._arrays_of(data, "site_parameters")
             stats = self._fixed_site_statistics(X, Y, L, site_parameters)
-        return collapsed_bound(stats, collapsed_factors(stats))
+        factors = collapsed_factors(stats)
+        return self._bound(stats, factors, self._optimum(factors, L))
 
     def _update_q(
         self,
@@ -366,9 +388,10 @@ class ClosedFormSiteModel(SiteModel):
         L = self._passes.Kmm_cholesky()
         stats = self._fixed_site_statistics(X, Y, L, site_parameters)
         factors = collapsed_factors(stats)
-        q_mu, q_sqrt = optimal_q(factors, L, self.whiten)
+        q = self._optimum(factors, L)
+        q_mu, q_sqrt = self._stored(q, L)
         self._q_frame.store(tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt))
-        return collapsed_bound(stats, factors).total
+        return self._bound(stats, factors, q)
 
     def _objective(
         self,
@@ -376,10 +399,11 @@ class ClosedFormSiteModel(SiteModel):
         site_parameters: Optional[SiteParameters] = None,
     ) -> tf.Tensor:
         """
-        The method's own objective (to be maximised): the collapsed bound of the sites read off
-        the stored q(u), or of the sites with the given local parameters. Assigns nothing.
+        The method's own objective (to be maximised): the bound of the sites read off the stored
+        q(u), or of the sites with the given local parameters (:meth:`_site_bound`). Assigns
+        nothing.
         """
-        return self._collapsed_bound(data, site_parameters).total
+        return self._site_bound(data, site_parameters)
 
     def _sites_elbo(
         self,

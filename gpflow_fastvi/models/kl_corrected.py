@@ -358,7 +358,7 @@ class KLCorrected(GaussianSitesModel):
         bound of the PPA sites: in the full form (Z = X) exactly log N(⟨f⟩ | μ(X), K + β⁻¹I)
         (paper eq. 10) plus the local terms.
         """
-        return self._collapsed_bound(data, site_parameters).total
+        return self._site_bound(data, site_parameters)
 
     def _standard_bound(
         self,

@@ -24,7 +24,6 @@ from ..gaussian import (
     q_from_natural,
     sites_elbo,
     step_statistics,
-    stored_q,
     summed_expected_sites,
 )
 from ..types import SiteStatistics
@@ -126,11 +125,15 @@ def stored_q_from_natural(
     model: "SiteModel", natural: NaturalParameters, L: tf.Tensor
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """
-    ``(q_mu [M, L], q_sqrt [L, M, M])`` in the stored frame (through L = chol(Kmm)) for the
-    q(v) with natural parameters ``natural``. Held fixed: no gradient, in either frame.
+    ``(q_mu, q_sqrt)`` as the model stores them (through L = chol(Kmm), in its family:
+    :meth:`~gpflow_fastvi.models.site_model.SiteModel._stored`) for the q(v) with natural
+    parameters ``natural``. Held fixed: no gradient, in either frame. For ``q_diag=True`` the
+    step of size ρ thus lands on the mean field of (1 − ρ) η + ρ η̂, whose fixed point is the
+    factorised family's optimum: its precisions are the diagonal of the target's, and its mean
+    the target's mean.
     """
     L = tf.stop_gradient(L)
-    return stored_q(q_from_natural(natural), L, model.whiten)
+    return model._stored(q_from_natural(natural), L)
 
 
 def natural_gradient_step(model: "SiteModel", data: RegressionData, rho: Any) -> tf.Tensor:

@@ -57,8 +57,8 @@ class PolyaGammaSVGP(SiteModel):
     (:class:`~gpflow_fastvi.models.site_model.SiteModel`): the likelihood is
     ``gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)`` (labels {0, 1}, GPflow's convention, or
     {−1, +1}) or :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` of C classes with
-    ``num_latent_gps=C``; ``q_diag`` must be ``False`` (the step produces a full covariance), and
-    ``num_data`` scales mini-batch ELBOs.
+    ``num_latent_gps=C``; with ``q_diag=True`` every step goes to the factorised q(u) closest to
+    its full-covariance target, and ``num_data`` scales mini-batch ELBOs.
     """
 
     training_routes = {

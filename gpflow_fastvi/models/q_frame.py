@@ -10,7 +10,7 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 
-from ..gaussian import WhitenedQ, kmm_cholesky, marginals, whitened_projection, whitened_q
+from ..gaussian import WhitenedQ, kmm_cholesky, marginals, whitened_projection
 
 if TYPE_CHECKING:  # the type only: site_model imports this module
     from .site_model import SiteModel
@@ -52,7 +52,8 @@ class QFrame:
         M, latent = model.q_mu.shape  # [M, L]: L latent functions
         not_yet = np.full((M, latent), np.nan)  # equal to no q_mu: no frame yet
         self.q_mu = tf.Variable(not_yet, dtype=dtype, trainable=False)
-        self.q_sqrt = tf.Variable(np.tile(np.eye(M), (latent, 1, 1)), dtype=dtype, trainable=False)
+        # q_sqrt's layout: [L, M, M], or the standard deviations [M, L] of q_diag=True.
+        self.q_sqrt = tf.Variable(np.ones(model.q_sqrt.shape), dtype=dtype, trainable=False)
         self.loss = tf.Variable(np.inf, dtype=dtype, trainable=False)
         """The full-data training loss of the evaluation that set q(u); +inf if none did."""
 
@@ -146,7 +147,7 @@ class QFrame:
             lambda: kmm_cholesky(self.kernel, self.inducing_variable),
             lambda: kmm_cholesky(model.kernel, model.inducing_variable),
         )
-        q = whitened_q(q_mu, q_sqrt, L_frame, model.whiten)
+        q = model._whitened(q_mu, q_sqrt, L_frame)
         return (at_frame, tf.stop_gradient(L_frame), *(tf.stop_gradient(t) for t in q))
 
     def stored_marginals(

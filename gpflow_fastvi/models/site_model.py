@@ -23,9 +23,10 @@ and ``training_loss`` its negation after the method's steps on q(u). The rest (t
 steps, the frame of q(u), the checks of a call) is private to the package: the training layer
 (:mod:`gpflow_fastvi.training`) calls it, a user does not.
 
-What SVGP does right a model inherits: its variables (``q_mu`` [M, L], ``q_sqrt`` [L, M, M],
-``whiten``), ``posterior`` and the training-loss closure's contract. What every model shares
-beyond SVGP is held in two parts with one job each, composed rather than inherited:
+What SVGP does right a model inherits: its variables (``q_mu`` [M, L]; ``q_sqrt`` [L, M, M], or
+[M, L] for ``q_diag``; ``whiten``), ``posterior`` and the training-loss closure's contract. What
+every model shares beyond SVGP is held in two parts with one job each, composed rather than
+inherited:
 
 * ``model._passes`` (:class:`~gpflow_fastvi.models.passes.DataPasses`): how the model meets its
   data: the checks of a call, Kmm's factor and the projection, and the one sum over the data on
@@ -52,10 +53,12 @@ from ..distribution import set_trainable
 from ..exceptions import InvalidDataError
 from ..gaussian import (
     WhitenedQ,
+    diagonal_q_sqrt,
     kl_between,
     kl_to_prior,
     marginal_covariance,
     marginals,
+    mean_field_sqrt,
     robust_cholesky,
     stored_q,
     whitened_q,
@@ -159,11 +162,14 @@ class SiteModel(SVGP):
         :param num_latent_gps: the number of latent functions: 1, or C for a likelihood of C
             classes the model takes, as in :class:`gpflow.models.SVGP`; taken from ``q_sqrt``'s
             leading axis when it is given, as SVGP takes it.
-        :param q_diag: must be ``False``: the closed-form q(u) has a full covariance.
+        :param q_diag: a factorised q(u), as in SVGP: ``q_sqrt`` holds the standard deviations
+            [M, L], and every step goes to the optimum of the factorised family (the mean field
+            of the full optimum, :func:`~gpflow_fastvi.gaussian.natural.mean_field_sqrt`).
+            ``False`` (the default) gives q(u) its full covariance.
         :param q_mu: q(u)'s starting mean [M, L], as in SVGP (zeros by default); the steps start
             from it, as every training route starts from the stored q(u).
         :param q_sqrt: q(u)'s starting covariance factor [L, M, M], lower triangular, as in SVGP
-            (identities by default).
+            (identities by default); for ``q_diag=True`` its standard deviations [M, L] (ones).
         :param whiten: store q(u) whitened by chol(Kmm), as :class:`gpflow.models.SVGP` does by
             default.
         :param num_data: the number of training points, as in SVGP: a call with fewer rows is a
@@ -187,6 +193,7 @@ class SiteModel(SVGP):
             resolve_inducing_variable(type(self).__name__, inducing_variable, None, 0),
             latent,
             mean_function=mean_function,
+            q_diag=q_diag,
             q_mu=q_mu,
             q_sqrt=q_sqrt,
             whiten=whiten,
@@ -206,7 +213,8 @@ class SiteModel(SVGP):
         """
         The constructor's checks of SVGP's options, before anything is built: the kernel, the
         likelihood (the model's default for ``None``), the options the closed-form q(u) cannot
-        take, and the number of latent functions. Returns the likelihood and that number.
+        take, and the number of latent functions (read off ``q_sqrt`` in the layout
+        ``q_diag`` gives it, where it is given). Returns the likelihood and that number.
         """
         name = type(self).__name__
         if not isinstance(kernel, gpflow.kernels.Kernel):
@@ -214,8 +222,8 @@ class SiteModel(SVGP):
                 f"{name} takes a GPflow kernel first, as SVGP does; got {type(kernel).__name__}."
             )
         likelihood = self._checked_likelihood(likelihood)
-        check_svgp_options(name, kernel, inducing_variable, q_diag)
-        num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt)
+        check_svgp_options(name, kernel, inducing_variable)
+        num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt, q_diag)
         latent = self._latent_functions(likelihood)
         check_latent_functions(name, likelihood, num_latent_gps, latent)
         return likelihood, latent
@@ -229,6 +237,7 @@ class SiteModel(SVGP):
         latent: int,
         *,
         mean_function: Optional[gpflow.mean_functions.MeanFunction],
+        q_diag: bool,
         q_mu: Optional[Any],
         q_sqrt: Optional[Any],
         whiten: bool,
@@ -241,7 +250,7 @@ class SiteModel(SVGP):
         as the caller gave it; ``full`` for Z = X), held out of the gradients; then the parts.
         """
         initial_mu, initial_sqrt = svgp_initial_q(
-            q_mu, q_sqrt, int(inducing_variable.num_inducing), latent
+            q_mu, q_sqrt, int(inducing_variable.num_inducing), latent, q_diag
         )
         SVGP.__init__(
             self,
@@ -250,7 +259,7 @@ class SiteModel(SVGP):
             inducing_variable,
             mean_function=mean_function,
             num_latent_gps=latent,
-            q_diag=False,
+            q_diag=q_diag,
             q_mu=initial_mu,
             q_sqrt=initial_sqrt,
             whiten=whiten,
@@ -390,10 +399,38 @@ class SiteModel(SVGP):
     # ----------------------------------------------------------------------------------------------
     # Shared by every model: q(u) in the whitened frame, the natural-gradient step, the devices.
 
+    @property
+    def _q_diag(self) -> bool:
+        """Whether q(u) is factorised (``q_diag=True``), read off ``q_sqrt``'s layout as GPflow
+        reads it: standard deviations [M, L] rather than square roots [L, M, M]."""
+        return len(self.q_sqrt.shape) == 2
+
     def _whitened(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor) -> WhitenedQ:
-        """GPflow's ``(q_mu [M, L], q_sqrt [L, M, M])`` as q(v_l) = N(m_l, R_l R_lᵀ) in the frame
-        whitened by L = chol(Kmm) (:func:`~gpflow_fastvi.gaussian.natural.whitened_q`)."""
+        """GPflow's ``(q_mu [M, L], q_sqrt)`` (``q_sqrt`` [L, M, M], or [M, L] for ``q_diag``) as
+        q(v_l) = N(m_l, R_l R_lᵀ) in the frame whitened by L = chol(Kmm)
+        (:func:`~gpflow_fastvi.gaussian.natural.whitened_q`)."""
+        if self._q_diag:
+            q_sqrt = diagonal_q_sqrt(q_sqrt)
         return whitened_q(q_mu, q_sqrt, L, self.whiten)
+
+    def _stored(self, q: WhitenedQ, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        """
+        q(v), whitened by L, as the model stores it (:func:`~gpflow_fastvi.gaussian.natural.stored_q`);
+        for ``q_diag=True`` the factorised Gaussian in the stored frame closest to it
+        (:func:`~gpflow_fastvi.gaussian.natural.mean_field_sqrt`), which for q the optimum of
+        Gaussian sites is their optimum in the model's family. Every step stores q(u) by this.
+        """
+        q_mu, q_sqrt = stored_q(q, L, self.whiten)
+        if self._q_diag:
+            return q_mu, mean_field_sqrt(q_sqrt)
+        return q_mu, q_sqrt
+
+    def _in_family(self, q: WhitenedQ, L: tf.Tensor) -> WhitenedQ:
+        """q(v) itself, or for ``q_diag=True`` the q(v) that :meth:`_stored` keeps of it: what a
+        step that goes on from q reads."""
+        if not self._q_diag:
+            return q
+        return self._whitened(*self._stored(q, L), L)
 
     def _with_q_gradient(self, loss: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> tf.Tensor:
         """
@@ -611,4 +648,4 @@ class SiteModel(SVGP):
         S = tf.linalg.triangular_solve(L, tf.linalg.matrix_transpose(LinvS), lower=True)
         S = 0.5 * (S + tf.linalg.matrix_transpose(S))  # L⁻¹ Σ_l L⁻ᵀ, symmetric to rounding
         R = robust_cholesky(S, what="q(u) at the new inducing inputs")
-        self._q_frame.store(*stored_q(WhitenedQ(m=m, R=R), L, self.whiten))
+        self._q_frame.store(*self._stored(WhitenedQ(m=m, R=R), L))

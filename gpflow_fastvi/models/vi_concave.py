@@ -22,7 +22,6 @@ from ..gaussian import (
     shift_sites,
     site_target,
     statistics_from_projection,
-    stored_q,
 )
 from ..model_checks import check_log_concave, check_scalar_likelihood
 from ..sites.expectation import expectation_sites, expected_log_softmax_gradient
@@ -337,7 +336,7 @@ class VIConcave(GaussianSitesModel):
             # trial θ it is skipped: there it was below the sites' optimum at every evaluation
             # of a fit on letter, and it costs a pass.
             stored = nest_stop_gradient(self._whitened(self.q_mu, self.q_sqrt, L))
-            starts = [stored, self._shift_removed(nest_stop_gradient(optimal))]
+            starts = [stored, self._in_family(self._shift_removed(nest_stop_gradient(optimal)), L)]
             frame = self._q_frame
             own_frame = frame.belongs_to(self.q_mu, self.q_sqrt)
             at_frame_theta = frame.is_at_model()
@@ -373,7 +372,7 @@ class VIConcave(GaussianSitesModel):
             else self._expected_total
         )
         total = over_data(per_rows, q, differentiable=True)
-        q_mu, q_sqrt = stored_q(q, L, self.whiten)
+        q_mu, q_sqrt = self._stored(q, L)
         return SteppedSites(
             objective=total - kl_to_prior(q),
             q_mu=tf.stop_gradient(q_mu),
@@ -439,7 +438,7 @@ class VIConcave(GaussianSitesModel):
         def trial(q: WhitenedQ, target: NaturalParameters, halvings: tf.Tensor) -> WhitenedQ:
             rho = tf.pow(0.5 * one, tf.cast(halvings, L.dtype))
             natural = natural_step(natural_parameters(q), target, rho)
-            return self._shift_removed(q_from_natural(natural))
+            return self._in_family(self._shift_removed(q_from_natural(natural)), L)
 
         def turn(
             steps: tf.Tensor,
