@@ -15,17 +15,17 @@ import tensorflow as tf
 from .exceptions import FAULT_MARK, InvalidDataError
 
 
-def checked_dataset(dataset: tf.data.Dataset) -> tf.data.Dataset:
+def checked_dataset(dataset: tf.data.Dataset, columns: int = 1) -> tf.data.Dataset:
     """
-    ``dataset`` if it yields pairs ``(X [b, D], Y [b, 1])`` of GPflow's default float, batches
-    of rows; otherwise an :class:`InvalidDataError` that says what it yields instead. The values
+    ``dataset`` if it yields pairs ``(X [b, D], Y [b, P])`` of GPflow's default float, batches
+    of rows, with P = ``columns``; otherwise an :class:`InvalidDataError` that says what it yields instead. The values
     are checked as they stream, by :func:`checked_stream`.
     """
     spec = dataset.element_spec
     if not isinstance(spec, tuple) or len(spec) != 2:
         raise InvalidDataError(f"The dataset must yield pairs (X, Y); it yields {spec}.")
     dtype = gpflow.config.default_float()
-    for name, part, columns in (("X", spec[0], None), ("Y", spec[1], 1)):
+    for name, part, expected in (("X", spec[0], None), ("Y", spec[1], columns)):
         if not isinstance(part, tf.TensorSpec) or part.shape.rank != 2:
             raise InvalidDataError(
                 f"The dataset must yield batches: {name} of rank 2 ([b, ...]); got {part}. "
@@ -36,8 +36,10 @@ def checked_dataset(dataset: tf.data.Dataset) -> tf.data.Dataset:
                 f"The dataset's {name} must have dtype {dtype.__name__}; got {part.dtype.name}. "
                 f"Cast it first, e.g. dataset.map(lambda X, Y: (tf.cast(X, tf.float64), ...))."
             )
-        if columns is not None and part.shape[1] not in (None, columns):
-            raise InvalidDataError(f"The dataset's Y must have shape [b, 1]; got {part.shape}.")
+        if expected is not None and part.shape[1] not in (None, expected):
+            raise InvalidDataError(
+                f"The dataset's Y must have shape [b, {expected}]; got {part.shape}."
+            )
     return dataset
 
 
@@ -80,10 +82,13 @@ _CHECKED_STREAMS: "weakref.WeakSet[tf.data.Dataset]" = weakref.WeakSet()
 
 
 def checked_stream(
-    dataset: tf.data.Dataset, labels: LabelSets = (), num_data: Optional[int] = None
+    dataset: tf.data.Dataset,
+    labels: LabelSets = (),
+    num_data: Optional[int] = None,
+    columns: int = 1,
 ) -> tf.data.Dataset:
     """
-    ``dataset`` (batches ``(X [b, D], Y [b, 1])``, its structure checked by
+    ``dataset`` (batches ``(X [b, D], Y [b, P])``, P = ``columns``, its structure checked by
     :func:`checked_dataset`) with the checks that NumPy makes on arrays made on every batch as it
     streams, each failing with a sentence that names the batch (:func:`in_graph_check`): X and Y
     finite, the labels in one of the encodings ``labels``. With ``num_data``, a stream whose rows
@@ -128,7 +133,7 @@ def checked_stream(
 
     if dataset in _CHECKED_STREAMS:  # already checked: a pass inside a compiled function
         return dataset
-    dataset = checked_dataset(dataset)
+    dataset = checked_dataset(dataset, columns)
     check_rows_per_pass(dataset, num_data)
     if num_data is not None and static_cardinality(dataset) is None:
         bound = tf.constant(int(num_data), tf.int64)

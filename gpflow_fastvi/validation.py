@@ -57,19 +57,26 @@ def describe_container(data: Any) -> str:
     return type(data).__name__
 
 
-def check_data(data: Any) -> Tuple[np.ndarray, np.ndarray]:
+def check_data(data: Any, columns: int = 1) -> Tuple[np.ndarray, np.ndarray]:
     """
-    ``data`` as float copies ``(X [N, D], Y [N, 1])`` with N > 0 and every value finite, or an
-    :class:`InvalidDataError` that says which of these fails. Targets are not yet checked against a
-    likelihood (:func:`targets_for_likelihood` does that).
+    ``data`` as float copies ``(X [N, D], Y [N, P])`` with N > 0, P = ``columns`` (one per
+    output: L independent outputs of a one-output likelihood, else 1) and every value finite, or
+    an :class:`InvalidDataError` that says which of these fails. Targets are not yet checked
+    against a likelihood (:func:`targets_for_likelihood` does that).
     """
     if not isinstance(data, (tuple, list)) or len(data) != 2:
         raise InvalidDataError(
-            f"data must be a tuple (X, Y) with X [N, D] and Y [N, 1]; got {describe_container(data)}."
+            f"data must be a tuple (X, Y) with X [N, D] and Y [N, {columns}]; got "
+            f"{describe_container(data)}."
         )
     X = as_float_array(data[0], "X")
     Y = as_float_array(data[1], "Y")
-    if Y.shape[1] != 1:
+    if Y.shape[1] != columns:
+        if columns > 1:
+            raise InvalidDataError(
+                f"Y must have shape [N, {columns}], one column per output (num_latent_gps="
+                f"{columns}); got {list(Y.shape)}."
+            )
         one_hot = np.all((Y == 0.0) | (Y == 1.0)) and np.all(Y.sum(axis=1) == 1.0)
         hint = (
             " These look like one-hot rows: pass the classes, np.argmax(Y, axis=1)[:, None], as "
@@ -266,7 +273,7 @@ def binary_labels_to_01(Y: np.ndarray, name: str = "Y") -> np.ndarray:
 
 def targets_for_likelihood(likelihood: gpflow.likelihoods.Likelihood, Y: np.ndarray) -> np.ndarray:
     """
-    Check targets [N, 1] against what ``likelihood`` can score and return them in its convention:
+    Check targets [N, P] against what ``likelihood`` can score and return them in its convention:
     binary labels ({0, 1} or {−1, +1}, stored as {0, 1}) for Bernoulli, integer classes in
     {0, …, C − 1} for a likelihood of C classes, non-negative integer counts for Poisson, anything
     finite otherwise.

@@ -419,8 +419,11 @@ def test_what_the_models_do_not_support_is_refused_clearly(model_class, data):
     two_outputs = gpflow.kernels.SharedIndependent(_kernel(), output_dim=2)
     with pytest.raises(fv.UnsupportedConfigurationError, match="single-output kernel"):
         model_class(two_outputs, likelihood, Z)
-    with pytest.raises(fv.IncompatibleLikelihoodError, match="one latent|binary classification"):
-        model_class(_kernel(), likelihood, Z, num_latent_gps=2)
+    if not model_class._independent_outputs:  # L outputs, Y [N, L], where the model takes them
+        with pytest.raises(
+            fv.IncompatibleLikelihoodError, match="one latent|binary classification"
+        ):
+            model_class(_kernel(), likelihood, Z, num_latent_gps=2)
     # A multi-class likelihood is refused by naming the model and likelihood that take one.
     with pytest.raises(fv.IncompatibleLikelihoodError, match="LogisticSoftmax"):
         model_class(_kernel(), gpflow.likelihoods.MultiClass(3), Z)

@@ -193,3 +193,9 @@ def test_q_sqrt_in_the_wrong_layout_or_not_positive_is_refused_in_svgps_terms(da
     # Its columns are the latent GPs, as SVGP reads them.
     with pytest.raises(fv.IncompatibleLikelihoodError, match="num_latent_gps=2"):
         fv.VIJJ(kernel, likelihood, Z, q_diag=True, q_sqrt=np.ones((len(Z), 2)))
+    assert (
+        fv.VIConcave(
+            kernel, likelihood, Z, q_diag=True, q_sqrt=np.ones((len(Z), 2))
+        )._target_columns
+        == 2
+    )

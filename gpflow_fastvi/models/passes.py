@@ -128,7 +128,7 @@ class DataPasses:
         else:
             labels = ()
         num_data = None if model.num_data is None else int(model.num_data)
-        checked = checked_stream(dataset, labels, num_data)
+        checked = checked_stream(dataset, labels, num_data, model._target_columns)
         _CHECKED_STREAMS[checked] = weakref.ref(self)
         return checked
 
@@ -154,7 +154,7 @@ class DataPasses:
             if isinstance(likelihood, MULTI_CLASS_LIKELIHOODS):
                 Y = checked_class_labels(Y, likelihood.num_classes, type(likelihood).__name__)
             return tf.convert_to_tensor(X), Y
-        X, Y = check_data((X, Y))
+        X, Y = check_data((X, Y), self.model._target_columns)
         Y = targets_for_likelihood(self.model.likelihood, Y)
         check_input_columns(X, self.model.inducing_variable, "the inputs X")
         return tf.constant(X), tf.constant(Y)

@@ -90,9 +90,10 @@ def logit_log_prob(F: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
     return tf.math.log_sigmoid(signed_labels(Y) * F)
 
 
-MARGINALS = ("X: [N, D]", "Y: [N, 1]", "Fmu: [N, L]", "Fvar: [N, L]")
-"""The shapes a site rule reads: points X, their targets Y (one column, classes for C of them),
-and the marginals q(fₙ) = N(Fmu, Fvar) of the L latent functions."""
+MARGINALS = ("X: [N, D]", "Y: [N, P]", "Fmu: [N, L]", "Fvar: [N, L]")
+"""The shapes a site rule reads: points X, their targets Y (one column, the class, for C
+classes; one per latent function for L independent outputs) and the marginals
+q(fₙ) = N(Fmu, Fvar) of the L latent functions."""
 
 SITES = ("return.a: [N, L]", "return.b: [N, L]", "return.w: [N, L]")
 """The shapes of the sites (a, b, w) a site rule returns: one per point and latent function."""
@@ -129,6 +130,10 @@ class SiteModel(SVGP):
     _multi_class_likelihoods: ClassVar[Tuple[type, ...]] = ()
     """The likelihoods of C classes the model takes, with C latent functions (none unless the
     model says so)."""
+    _independent_outputs: ClassVar[bool] = False
+    """Whether the model takes L independent outputs of a one-output likelihood, Y [N, L] with
+    ``num_latent_gps=L``, as SVGP does: its site rule reads each column of Y with its own latent
+    function."""
     _objective_is_bound: ClassVar[bool]
     """Whether :meth:`_objective` is a lower bound on log p(y) (then also ≤ the yardstick at the
     q(u) it stores); ``False`` for a local approximation such as Taylor sites."""
@@ -225,6 +230,8 @@ class SiteModel(SVGP):
         check_svgp_options(name, kernel, inducing_variable)
         num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt, q_diag)
         latent = self._latent_functions(likelihood)
+        if latent == 1 and self._independent_outputs:
+            latent = positive_int(num_latent_gps, "num_latent_gps")  # L outputs, Y [N, L]
         check_latent_functions(name, likelihood, num_latent_gps, latent)
         return likelihood, latent
 
@@ -292,6 +299,17 @@ class SiteModel(SVGP):
         if isinstance(likelihood, cls._multi_class_likelihoods):
             return int(likelihood.num_classes)
         return 1
+
+    @classmethod
+    def _columns_of_Y(cls, likelihood: gpflow.likelihoods.Likelihood, latent: int) -> int:
+        """The columns of Y for ``likelihood`` with ``latent`` latent functions: one, the class,
+        for a likelihood of C classes; else one per latent function, an output each."""
+        return 1 if isinstance(likelihood, cls._multi_class_likelihoods) else latent
+
+    @property
+    def _target_columns(self) -> int:
+        """The columns of the model's targets Y (:meth:`_columns_of_Y`), as the data are checked."""
+        return self._columns_of_Y(self.likelihood, self.num_latent_gps)
 
     def _default_method(self) -> str:
         """
@@ -530,7 +548,7 @@ class SiteModel(SVGP):
             return self.likelihood.variational_expectations(
                 X, Fmu, Fvar, self._likelihood_targets(Y)
             )
-        return self.likelihood.quadrature(logit_log_prob, Fmu, Fvar, Y=Y)[:, 0]
+        return tf.reduce_sum(self.likelihood.quadrature(logit_log_prob, Fmu, Fvar, Y=Y), axis=-1)
 
     # ----------------------------------------------------------------------------------------------
     # Predictions, as gpflow.models.SVGP makes them.

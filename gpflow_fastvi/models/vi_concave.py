@@ -108,6 +108,7 @@ class VIConcave(GaussianSitesModel):
     default_route = "persistent"
     _objective_is_bound = True
     _multi_class_likelihoods = (gpflow.likelihoods.Softmax,)
+    _independent_outputs = True
 
     @classmethod
     def _checked_likelihood(
@@ -162,7 +163,7 @@ class VIConcave(GaussianSitesModel):
             )
         )
 
-    @check_shapes("X: [N, D]", "Y: [N, 1]", "a: [N, L]", "b: [N, L]", "w: [N, L]", *SITES)
+    @check_shapes("X: [N, D]", "Y: [N, P]", "a: [N, L]", "b: [N, L]", "w: [N, L]", *SITES)
     def _site_rule(
         self, X: tf.Tensor, Y: tf.Tensor, a: tf.Tensor, b: tf.Tensor, w: tf.Tensor
     ) -> Sites:

@@ -93,7 +93,7 @@ class VIJJ(GaussianSitesModel):
         """ξ optimal for q(f) = N(Fmu, Fvar): ξ² = E_q[f²] (:func:`jj_optimal_xi`)."""
         return (jj_optimal_xi(Fmu, Fvar),)
 
-    @check_shapes("X: [N, D]", "Y: [N, 1]", "xi: [N, L]", *SITES)
+    @check_shapes("X: [N, D]", "Y: [N, P]", "xi: [N, L]", *SITES)
     def _site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:
         """The Jaakkola–Jordan sites of points with labels Y at ξ (:func:`jj_sites`)."""
         return jj_sites(signed_labels(Y), xi)

@@ -74,6 +74,7 @@ class VITaylor(GaussianSitesModel):
     default_route = "persistent"
     _objective_is_bound = False
     _multi_class_likelihoods = (gpflow.likelihoods.Softmax,)
+    _independent_outputs = True
 
     @classmethod
     def _checked_likelihood(
@@ -92,7 +93,7 @@ class VITaylor(GaussianSitesModel):
         check_log_concave(likelihood, "VITaylor")
         return likelihood
 
-    @check_shapes("X: [N, D]", "Y: [N, 1]", "xi: [N, L]", *SITES)
+    @check_shapes("X: [N, D]", "Y: [N, P]", "xi: [N, L]", *SITES)
     def _site_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:
         """
         The second-order Taylor expansion of log p(yᵢ | fᵢ) at ξᵢ (:func:`taylor_sites`), its
@@ -118,12 +119,15 @@ class VITaylor(GaussianSitesModel):
 
     def _log_density(self, X: tf.Tensor, Y: tf.Tensor) -> Callable[[tf.Tensor], tf.Tensor]:
         """
-        F ↦ log p(yᵢ | fᵢ) [N] of a scalar likelihood, differentiated by :func:`taylor_sites`; for
-        the logit Bernoulli in the stable form :func:`~gpflow_fastvi.models.base.logit_log_prob`.
+        F ↦ log p(y_il | f_il) [N, L] of a scalar likelihood, one per point and output,
+        differentiated by :func:`taylor_sites`; for the logit Bernoulli in the stable form
+        :func:`~gpflow_fastvi.models.base.logit_log_prob`, else by the likelihood's own
+        elementwise log-density (GPflow's ``ScalarLikelihood._scalar_log_prob``, which its
+        ``log_prob`` sums over the outputs).
         """
         if self._logit_bernoulli:
-            return lambda F: logit_log_prob(F, Y)[:, 0]
-        return lambda F: self.likelihood.log_prob(X, F, Y)
+            return lambda F: logit_log_prob(F, Y)
+        return lambda F: self.likelihood._scalar_log_prob(X, F, Y)
 
     @inherit_check_shapes
     def _optimal_site_parameters(

@@ -58,11 +58,12 @@ from check_shapes import check_shapes
 from ..types import Sites
 
 LogDensity = Callable[[tf.Tensor], tf.Tensor]
-"""f [N, L] ↦ log p(yᵢ | fᵢ) [N]: a log-likelihood that factorises over points, at fixed
-targets, of the L latent values of each point (L = 1 but for a likelihood of L classes)."""
+"""f [N, L] ↦ log p(yᵢ | fᵢ): a log-likelihood that factorises over points, at fixed targets, of
+the L latent values of each point: [N] where they are coupled (a likelihood of L classes), or
+[N, L] where each is an output of its own (L independent outputs, or L = 1)."""
 
 
-@check_shapes("xi: [N, L]", "return[0]: [N, 1]", "return[1]: [N, L]", "return[2]: [N, L]")
+@check_shapes("xi: [N, L]", "return[0]: [N, K]", "return[1]: [N, L]", "return[2]: [N, L]")
 def log_density_derivatives(
     log_density: LogDensity, xi: tf.Tensor
 ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -72,26 +73,30 @@ def log_density_derivatives(
     i-th gradient, and the second derivatives of a point are those of its own gradient: for one
     latent function one more gradient of Σᵢ gᵢ gives them all; for L, each point's L × L Hessian
     is one vectorised Jacobian of g (``batch_jacobian``, whose graph does not grow with L), and
-    its diagonal is kept.
+    its diagonal is kept. Where ``log_density`` gives one value per latent value ([N, L],
+    independent outputs) the Hessian is diagonal, and one more gradient gives it, as for L = 1;
+    log p is then returned per latent value, [N, L], else [N, 1].
     """
     latent = xi.shape[-1]
     with tf.GradientTape(watch_accessed_variables=False) as outer:
         outer.watch(xi)
         with tf.GradientTape(watch_accessed_variables=False) as inner:
             inner.watch(xi)
-            log_p = log_density(xi)  # [N]
+            log_p = log_density(xi)  # [N], or [N, L] for independent latent values
             total = tf.reduce_sum(log_p)  # summed on the tape, or the tape would not see it
         g = inner.gradient(total, xi)  # [N, L]
-        g_total = tf.reduce_sum(g) if latent == 1 else None
-    if latent == 1:
-        h = outer.gradient(g_total, xi)  # [N, 1]
+        diagonal = latent == 1 or log_p.shape.rank == 2
+        g_total = tf.reduce_sum(g) if diagonal else None
+    if diagonal:
+        h = outer.gradient(g_total, xi)  # [N, L]: each g depends on its own ξ only
     else:
         h = tf.linalg.diag_part(outer.batch_jacobian(g, xi))  # [N, L, L] → [N, L]
-    return log_p[:, None], g, h
+    return (log_p if log_p.shape.rank == 2 else log_p[:, None]), g, h
 
 
 Derivatives = Tuple[tf.Tensor, tf.Tensor, tf.Tensor]
-"""log p(yᵢ | ξᵢ) [N, 1], its gradient [N, L] and the diagonal of its Hessian [N, L] at ξ."""
+"""log p(yᵢ | ξᵢ) [N, 1] (or [N, L], one per latent value of independent outputs), its gradient
+[N, L] and the diagonal of its Hessian [N, L] at ξ."""
 
 
 @check_shapes(
@@ -125,7 +130,8 @@ def taylor_sites(
     Taylor sites (a, b, w) of ``log_density`` expanded at ``xi``, with the curvature safeguards of
     the module docstring. For L latent functions (a likelihood of L classes) the Hessian is
     replaced by its diagonal, one site per latent function, each carrying log p(y | ξ)/L and,
-    under a ceiling, at most c/L.
+    under a ceiling, at most c/L; for L independent outputs (``log_density`` per latent value)
+    each site carries its own output's log p and, under a ceiling, at most c.
 
     :param ceiling: an upper bound c on ``log_density`` over all f, if one is known: the
         curvature is then raised where needed so that no site's peak exceeds c.
@@ -147,11 +153,14 @@ def taylor_sites(
         "log(1 - p) with p rounding to 1); check the data or the kernel variance.",
     )
     # Split by columns, which works where N is unknown at trace time.
-    log_p, g, h = tf.split(coefficients, [1, latent, latent], axis=1)
-    share = log_p / latent  # each latent function's site carries its share of log p(y | ξ)
+    columns = log_p.shape[-1]  # 1, or L for log p per latent value (independent outputs)
+    log_p, g, h = tf.split(coefficients, [columns, latent, latent], axis=1)
+    # Each latent function's site carries its own log p(y | ξ), or its share of a joint one.
+    share = log_p / latent if columns == 1 else log_p
     w = tf.maximum(-h, 0.0)  # w ≥ 0
-    if ceiling is not None:  # each peak share + g²/(2w) ≤ c/L; no floor at the ceiling (g = 0)
-        headroom = tf.maximum(tf.cast(ceiling, log_p.dtype) / latent - share, 0.0)
+    if ceiling is not None:  # each peak share + g²/(2w) ≤ its limit; no floor where g = 0
+        limit = tf.cast(ceiling, log_p.dtype) / (latent if columns == 1 else 1)
+        headroom = tf.maximum(limit - share, 0.0)
         w = tf.maximum(w, tf.math.divide_no_nan(tf.square(g), 2.0 * headroom))
     b = g + w * xi
     a = share - g * xi - 0.5 * w * tf.square(xi)

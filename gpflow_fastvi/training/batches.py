@@ -37,7 +37,7 @@ def batches_from_arrays(
 ) -> Tuple[Iterator[Tuple[tf.Tensor, tf.Tensor]], np.ndarray, bool]:
     """An endless iterator of batches, the inputs X (checked), and whether each batch is all of
     them."""
-    X, Y = check_data(data)
+    X, Y = check_data(data, model._target_columns)
     Y = targets_for_likelihood(model.likelihood, Y)
     check_input_columns(X, model.inducing_variable, "the inputs X")
     N = X.shape[0]

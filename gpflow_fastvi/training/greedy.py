@@ -135,7 +135,7 @@ def alternate_with_greedy_selection(
             "greedy_rounds selects the inducing inputs among the training inputs, so it needs the "
             f"data in memory as (X, Y); got {type(data).__name__}."
         )
-    X, Y = check_data(data)
+    X, Y = check_data(data, model._target_columns)
     M = model.inducing_variable.Z.shape[0]
     with _inducing_inputs_held(model):
         joined = None

@@ -1,0 +1,80 @@
+"""
+L independent outputs of a one-output likelihood, Y [N, L] with ``num_latent_gps=L``, as GPflow's
+SVGP takes them: one latent function and one column of sites per output, every output's q(u_l)
+from the one projection of the data.
+"""
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gpflow_fastvi as fv
+
+MODELS = (fv.VITaylor, fv.VIConcave)
+"""The models whose site rules read one column of Y per latent function."""
+
+
+def _outputs(rng, N=80, L=3):
+    X = rng.uniform(-3.0, 3.0, size=(N, 1))
+    F = np.hstack([np.sin(X), np.cos(2.0 * X), X / 3.0])[:, :L]
+    return X, F
+
+
+@pytest.mark.parametrize("model_class", MODELS, ids=lambda c: c.__name__)
+def test_gaussian_outputs_give_sgprs_bound_in_one_step(model_class, rng):
+    """With a Gaussian likelihood the sites are exact, so one step lands on the optimal q(u) of
+    every output, and the ELBO is SGPR's collapsed bound, which sums over Y's columns."""
+    X, F = _outputs(rng)
+    Y = F + 0.2 * rng.normal(size=F.shape)
+    Z = np.linspace(-3.0, 3.0, 9)[:, None]
+    kernel = gpflow.kernels.SquaredExponential(lengthscales=0.9)
+    likelihood = gpflow.likelihoods.Gaussian(variance=0.05)
+    model = model_class(kernel, likelihood, Z, num_latent_gps=3)
+    model.update_sites(1, data=(X, Y))
+    sgpr = gpflow.models.SGPR((X, Y), kernel, Z, noise_variance=0.05)
+    np.testing.assert_allclose(model.elbo((X, Y)), sgpr.elbo(), rtol=1e-8)
+    mean, var = model.predict_f(X[:5])
+    sgpr_mean, sgpr_var = sgpr.predict_f(X[:5])
+    np.testing.assert_allclose(mean, sgpr_mean, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(var, sgpr_var, rtol=1e-6)
+
+
+@pytest.mark.parametrize("model_class", MODELS, ids=lambda c: c.__name__)
+def test_binary_outputs_are_the_sum_of_one_model_per_column(model_class, rng):
+    """The outputs share the kernel and Z and nothing else: the model's ELBO and predictions are
+    those of one model per column of Y, each trained by the same steps."""
+    X, F = _outputs(rng, L=2)
+    Y = (F + 0.3 * rng.normal(size=F.shape) > 0.0).astype(float)
+    Z = np.linspace(-3.0, 3.0, 9)[:, None]
+    kernel = gpflow.kernels.SquaredExponential(lengthscales=0.9)
+    likelihood = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
+    model = model_class(kernel, likelihood, Z, num_latent_gps=2)
+    model.update_sites(8, data=(X, Y))
+    singles = []
+    for column in range(2):
+        single = model_class(kernel, likelihood, Z)
+        single.update_sites(8, data=(X, Y[:, column : column + 1]))
+        singles.append(single)
+    np.testing.assert_allclose(
+        model.elbo((X, Y)),
+        sum(s.elbo((X, Y[:, c : c + 1])) for c, s in enumerate(singles)),
+        rtol=1e-8,
+    )
+    np.testing.assert_allclose(
+        model.predict_y(X[:5])[0],
+        np.hstack([s.predict_y(X[:5])[0] for s in singles]),
+        rtol=1e-7,
+    )
+
+
+def test_targets_must_have_a_column_per_output(rng):
+    X, F = _outputs(rng)
+    model = fv.VIConcave(
+        gpflow.kernels.SquaredExponential(), gpflow.likelihoods.Gaussian(), X[::8], num_latent_gps=3
+    )
+    with pytest.raises(fv.InvalidDataError, match=r"Y must have shape \[N, 3\], one column per"):
+        model.elbo((X, F[:, :1]))
+    dataset = tf.data.Dataset.from_tensor_slices((X, F[:, :2])).batch(20)
+    with pytest.raises(fv.InvalidDataError, match=r"Y must have shape \[b, 3\]"):
+        model.elbo(dataset)
