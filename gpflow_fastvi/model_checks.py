@@ -43,22 +43,32 @@ def check_svgp_options(
 ) -> None:
     """
     Raise :class:`UnsupportedConfigurationError` for the options of :class:`gpflow.models.SVGP`
-    that the models cannot take: a multi-output kernel or inducing variable (the latent
-    functions share one single-output kernel and one set of inducing inputs, as in
-    SVGP(num_latent_gps=C)).
+    that the models cannot take: a multi-output kernel or inducing variable other than GPflow's
+    spelling of what the models do, one kernel and one set of inducing inputs shared by every
+    latent function (a :class:`~gpflow.kernels.SharedIndependent` kernel with
+    :class:`~gpflow.inducing_variables.SharedIndependentInducingVariables`, or a single-output
+    kernel with inducing points, as in SVGP(num_latent_gps=C)).
     """
+    shared = (
+        "a single-output kernel with inducing points (an array Z [M, D] or InducingPoints), or "
+        "GPflow's SharedIndependent kernel with SharedIndependentInducingVariables: one kernel "
+        "and one Z shared by the latent functions"
+    )
+    if isinstance(kernel, gpflow.kernels.SharedIndependent) and isinstance(
+        inducing_variable, gpflow.inducing_variables.SharedIndependentInducingVariables
+    ):
+        return
     if isinstance(kernel, gpflow.kernels.MultioutputKernel):
         raise UnsupportedConfigurationError(
-            f"{model} takes a single-output kernel, shared by its latent functions as in GPflow's "
-            f"SVGP(num_latent_gps=C); got the multi-output kernel {type(kernel).__name__}. Use "
-            "gpflow.models.SVGP for multi-output kernels."
+            f"{model} takes {shared}; got the multi-output kernel {type(kernel).__name__} with "
+            f"{type(inducing_variable).__name__}. Use gpflow.models.SVGP for a kernel or Z of "
+            "its own per output, or outputs mixed by a matrix."
         )
     if isinstance(inducing_variable, gpflow.inducing_variables.MultioutputInducingVariables):
         raise UnsupportedConfigurationError(
-            f"{model} takes one set of inducing inputs shared by its latent functions (an array "
-            "Z [M, D] or InducingPoints); got the multi-output inducing variable "
-            f"{type(inducing_variable).__name__}. Use gpflow.models.SVGP for multi-output "
-            "inducing variables."
+            f"{model} takes {shared}; got the multi-output inducing variable "
+            f"{type(inducing_variable).__name__} with {type(kernel).__name__}. Use "
+            "gpflow.models.SVGP for multi-output inducing variables."
         )
 
 

@@ -192,9 +192,10 @@ def check_input_columns(
 ) -> None:
     """
     An :class:`InvalidDataError` naming ``what`` unless X [N, D] has as many columns as the
-    inducing inputs Z (an inducing variable without ``Z`` is not checked).
+    inducing inputs Z (those shared by the outputs for GPflow's
+    ``SharedIndependentInducingVariables``; an inducing variable without ``Z`` is not checked).
     """
-    Z = getattr(inducing_variable, "Z", None)
+    Z = getattr(getattr(inducing_variable, "inducing_variable", inducing_variable), "Z", None)
     if Z is not None and X.shape[1] != Z.shape[-1]:
         raise InvalidDataError(
             f"{what} have {X.shape[1]} features; the model's inducing inputs have {Z.shape[-1]}."

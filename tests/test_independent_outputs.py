@@ -78,3 +78,56 @@ def test_targets_must_have_a_column_per_output(rng):
     dataset = tf.data.Dataset.from_tensor_slices((X, F[:, :2])).batch(20)
     with pytest.raises(fv.InvalidDataError, match=r"Y must have shape \[b, 3\]"):
         model.elbo(dataset)
+
+
+def _shared_parts(Z, outputs):
+    return (
+        gpflow.kernels.SharedIndependent(gpflow.kernels.Matern52(), outputs),
+        gpflow.inducing_variables.SharedIndependentInducingVariables(
+            gpflow.inducing_variables.InducingPoints(Z.copy())
+        ),
+    )
+
+
+@pytest.mark.parametrize("model_class", MODELS, ids=lambda c: c.__name__)
+def test_gpflows_shared_multi_output_spelling_is_the_same_model(model_class, rng):
+    """SharedIndependent with SharedIndependentInducingVariables is GPflow's multi-output spelling
+    of one kernel and one Z for every output: the model's bound is SGPR's, and its predictions,
+    full covariances included, are GPflow's SVGP's at the same q(u)."""
+    X, F = _outputs(rng)
+    Y = F + 0.2 * rng.normal(size=F.shape)
+    Z = np.linspace(-3.0, 3.0, 9)[:, None]
+    kernel, inducing_variable = _shared_parts(Z, 3)
+    model = model_class(
+        kernel, gpflow.likelihoods.Gaussian(0.1), inducing_variable, num_latent_gps=3
+    )
+    model.update_sites(1, data=(X, Y))
+    sgpr = gpflow.models.SGPR((X, Y), gpflow.kernels.Matern52(), Z, noise_variance=0.1)
+    np.testing.assert_allclose(model.elbo((X, Y)), sgpr.elbo(), rtol=1e-8)
+    svgp_kernel, svgp_inducing = _shared_parts(Z, 3)
+    svgp = gpflow.models.SVGP(
+        svgp_kernel,
+        gpflow.likelihoods.Gaussian(0.1),
+        svgp_inducing,
+        q_mu=model.q_mu.numpy(),
+        q_sqrt=model.q_sqrt.numpy(),
+    )
+    for full_cov in (False, True):
+        for full_output_cov in (False, True):
+            ours = model.predict_f(X[:4], full_cov=full_cov, full_output_cov=full_output_cov)
+            theirs = svgp.predict_f(X[:4], full_cov=full_cov, full_output_cov=full_output_cov)
+            for a, b in zip(ours, theirs):
+                np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-12)
+
+
+def test_multi_output_configurations_that_are_not_shared_are_refused_by_name(rng):
+    Z = np.linspace(-3.0, 3.0, 9)[:, None]
+    likelihood = gpflow.likelihoods.Gaussian()
+    kernel, inducing_variable = _shared_parts(Z, 3)
+    with pytest.raises(fv.UnsupportedConfigurationError, match=r"num_latent_gps=3"):
+        fv.VIConcave(kernel, likelihood, inducing_variable, num_latent_gps=2)
+    separate = gpflow.kernels.SeparateIndependent([gpflow.kernels.Matern52() for _ in range(3)])
+    with pytest.raises(fv.UnsupportedConfigurationError, match="SeparateIndependent"):
+        fv.VIConcave(separate, likelihood, inducing_variable, num_latent_gps=3)
+    with pytest.raises(fv.UnsupportedConfigurationError, match="SharedIndependent with"):
+        fv.VIConcave(kernel, likelihood, Z, num_latent_gps=3)

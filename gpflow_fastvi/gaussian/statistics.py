@@ -24,12 +24,31 @@ from ..types import Sites, SiteStatistics
 from .cholesky import robust_cholesky
 
 
+def single_output_parts(
+    kernel: gpflow.kernels.Kernel,
+    inducing_variable: gpflow.inducing_variables.InducingVariables,
+) -> Tuple[gpflow.kernels.Kernel, gpflow.inducing_variables.InducingVariables]:
+    """
+    The single-output kernel and inducing variable that every latent function shares: the ones
+    given, or the ones inside GPflow's multi-output spelling of the same prior, a
+    :class:`~gpflow.kernels.SharedIndependent` kernel with
+    :class:`~gpflow.inducing_variables.SharedIndependentInducingVariables` (one kernel and one Z
+    for all the outputs).
+    """
+    if isinstance(kernel, gpflow.kernels.SharedIndependent):
+        kernel = kernel.kernel
+    if isinstance(inducing_variable, gpflow.inducing_variables.SharedIndependentInducingVariables):
+        inducing_variable = inducing_variable.inducing_variable
+    return kernel, inducing_variable
+
+
 @check_shapes("return: [M, M]")
 def kmm_cholesky(
     kernel: gpflow.kernels.Kernel,
     inducing_variable: gpflow.inducing_variables.InducingVariables,
 ) -> tf.Tensor:
     """L = chol(Kmm + jitter), with GPflow's jitter first and more only if that fails."""
+    kernel, inducing_variable = single_output_parts(kernel, inducing_variable)
     Kmm = gpflow.covariances.Kuu(inducing_variable, kernel)
     return robust_cholesky(Kmm, what="Kmm")
 
@@ -91,6 +110,7 @@ def whitened_projection(
     K̃'s diagonal is formed here once, so that the site steps and the objective of one evaluation
     do not each recompute ‖aᵢ‖² over the whole of A.
     """
+    kernel, inducing_variable = single_output_parts(kernel, inducing_variable)
     Kmn = gpflow.covariances.Kuf(inducing_variable, kernel, X)  # [M, N]
     A = tf.linalg.matmul(triangular_inverse(L), Kmn)  # A = L⁻¹ Kmn, as a product (see there)
     Knn_diag = kernel(X, full_cov=False)

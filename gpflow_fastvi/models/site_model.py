@@ -50,7 +50,7 @@ from gpflow.base import InputData, MeanAndVariance, RegressionData
 from gpflow.models import SVGP
 
 from ..distribution import set_trainable
-from ..exceptions import InvalidDataError
+from ..exceptions import InvalidDataError, UnsupportedConfigurationError
 from ..gaussian import (
     WhitenedQ,
     diagonal_q_sqrt,
@@ -60,6 +60,7 @@ from ..gaussian import (
     marginals,
     mean_field_sqrt,
     robust_cholesky,
+    single_output_parts,
     stored_q,
     whitened_q,
 )
@@ -233,6 +234,12 @@ class SiteModel(SVGP):
         if latent == 1 and self._independent_outputs:
             latent = positive_int(num_latent_gps, "num_latent_gps")  # L outputs, Y [N, L]
         check_latent_functions(name, likelihood, num_latent_gps, latent)
+        if isinstance(kernel, gpflow.kernels.SharedIndependent) and kernel.output_dim != latent:
+            raise UnsupportedConfigurationError(
+                f"{name} with SharedIndependent(output_dim={kernel.output_dim}) has one latent "
+                f"function per output, num_latent_gps={kernel.output_dim}; it has {latent} here "
+                f"(num_latent_gps={num_latent_gps})."
+            )
         return likelihood, latent
 
     def _build(
@@ -580,7 +587,8 @@ class SiteModel(SVGP):
         Gmu, var = marginals(projection.A, projection.Ktilde_diag, q)  # [N, L] each
         mean = Gmu + self.mean_function(Xnew)
         if full_cov:
-            Knn = self.kernel(Xnew, full_cov=True)
+            kernel, _ = single_output_parts(self.kernel, self.inducing_variable)
+            Knn = kernel(Xnew, full_cov=True)
             cov = marginal_covariance(projection.A, Knn, q.R)  # [L, N, N]
             if not full_output_cov:
                 return mean, cov
@@ -647,7 +655,8 @@ class SiteModel(SVGP):
         of f there, q(f(Z)), for each latent function: the model keeps what it has learnt, as far
         as the new inputs can carry it, and a closed-form step starts from there.
         """
-        Z_old = self.inducing_variable.Z
+        kernel, points = single_output_parts(self.kernel, self.inducing_variable)
+        Z_old = points.Z
         Z = tf.constant(inducing_inputs(Z), dtype=Z_old.dtype)
         if Z.shape != Z_old.shape:
             raise InvalidDataError(
@@ -658,8 +667,8 @@ class SiteModel(SVGP):
         q = self._whitened(self.q_mu, self.q_sqrt, L)
         projection = self._passes.projection(Z, L)
         Gmu, _ = marginals(projection.A, projection.Ktilde_diag, q)  # [M, L]
-        covariance = marginal_covariance(projection.A, self.kernel(Z), q.R)  # [L, M, M]
-        self.inducing_variable.Z.assign(Z)
+        covariance = marginal_covariance(projection.A, kernel(Z), q.R)  # [L, M, M]
+        Z_old.assign(Z)
         L = self._passes.Kmm_cholesky()
         m = tf.linalg.triangular_solve(L, Gmu, lower=True)
         LinvS = tf.linalg.triangular_solve(L, covariance, lower=True)

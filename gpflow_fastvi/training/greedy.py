@@ -20,6 +20,7 @@ import gpflow
 import tensorflow as tf
 
 from ..distribution import set_trainable
+from ..gaussian import single_output_parts
 from ..inducing import greedy_inducing_points
 from ..validation import check_data, positive_int
 from .plans import LBFGSStage, TrainingPlan
@@ -136,7 +137,8 @@ def alternate_with_greedy_selection(
             f"data in memory as (X, Y); got {type(data).__name__}."
         )
     X, Y = check_data(data, model._target_columns)
-    M = model.inducing_variable.Z.shape[0]
+    kernel, points = single_output_parts(model.kernel, model.inducing_variable)
+    M = points.Z.shape[0]
     with _inducing_inputs_held(model):
         joined = None
         elapsed = 0.0
@@ -149,10 +151,10 @@ def alternate_with_greedy_selection(
             is_sgpr = isinstance(model, gpflow.models.SGPR)  # Gaussian noise: every site alike
             weights = None if is_sgpr else model._site_precisions((X, Y))
             Z = greedy_inducing_points(
-                X, model.kernel, M, working_set_size=working_set_size, weights=weights, seed=r
+                X, kernel, M, working_set_size=working_set_size, weights=weights, seed=r
             )
             if is_sgpr:  # no q(u) to carry: SGPR's is optimal for any Z
-                model.inducing_variable.Z.assign(Z)
+                points.Z.assign(Z)
             else:
                 model._move_inducing_inputs(Z)
             elapsed += time.perf_counter() - started
@@ -183,7 +185,7 @@ def alternate_with_greedy_selection(
 @contextmanager
 def _inducing_inputs_held(model: Any) -> Iterator[None]:
     """The model's inducing inputs not trainable inside the block, their flag as it was after."""
-    Z_parameter = model.inducing_variable.Z
+    Z_parameter = single_output_parts(model.kernel, model.inducing_variable)[1].Z
     trainable = Z_parameter.trainable
     set_trainable(Z_parameter, False)
     try:
