@@ -136,7 +136,8 @@ def alternate_with_greedy_selection(
             "greedy_rounds selects the inducing inputs among the training inputs, so it needs the "
             f"data in memory as (X, Y); got {type(data).__name__}."
         )
-    X, Y = check_data(data, model._target_columns)
+    # One column per output for a model of the package; GPflow's SGPR, one output.
+    X, Y = check_data(data, getattr(model, "_target_columns", 1))
     kernel, points = single_output_parts(model.kernel, model.inducing_variable)
     M = points.Z.shape[0]
     with _inducing_inputs_held(model):

@@ -103,7 +103,7 @@ class ValidationStop:
     """
 
     def __init__(self, model: Any, data: Any, patience: int):
-        X, Y = check_data(data, model._target_columns)
+        X, Y = check_data(data, getattr(model, "_target_columns", 1))
         Y = targets_for_likelihood(model.likelihood, Y)
         check_input_columns(X, model.inducing_variable, "validation inputs")
         X_held_out, Y_held_out = tf.constant(X), tf.constant(Y)
