@@ -40,14 +40,16 @@ def check_svgp_options(
     model: str,
     kernel: gpflow.kernels.Kernel,
     inducing_variable: Any,
+    latent: int,
 ) -> None:
     """
     Raise :class:`UnsupportedConfigurationError` for the options of :class:`gpflow.models.SVGP`
     that the models cannot take: a multi-output kernel or inducing variable other than GPflow's
     spelling of what the models do, one kernel and one set of inducing inputs shared by every
     latent function (a :class:`~gpflow.kernels.SharedIndependent` kernel with
-    :class:`~gpflow.inducing_variables.SharedIndependentInducingVariables`, or a single-output
-    kernel with inducing points, as in SVGP(num_latent_gps=C)).
+    :class:`~gpflow.inducing_variables.SharedIndependentInducingVariables`, one output per
+    latent function of the ``latent`` the model has, or a single-output kernel with inducing
+    points, as in SVGP(num_latent_gps=C)).
     """
     shared = (
         "a single-output kernel with inducing points (an array Z [M, D] or InducingPoints), or "
@@ -57,6 +59,11 @@ def check_svgp_options(
     if isinstance(kernel, gpflow.kernels.SharedIndependent) and isinstance(
         inducing_variable, gpflow.inducing_variables.SharedIndependentInducingVariables
     ):
+        if kernel.output_dim != latent:
+            raise UnsupportedConfigurationError(
+                f"{model} with SharedIndependent(output_dim={kernel.output_dim}) has one latent "
+                f"function per output, num_latent_gps={kernel.output_dim}; it has {latent} here."
+            )
         return
     if isinstance(kernel, gpflow.kernels.MultioutputKernel):
         raise UnsupportedConfigurationError(

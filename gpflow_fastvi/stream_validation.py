@@ -18,8 +18,8 @@ from .exceptions import FAULT_MARK, InvalidDataError
 def checked_dataset(dataset: tf.data.Dataset, columns: int = 1) -> tf.data.Dataset:
     """
     ``dataset`` if it yields pairs ``(X [b, D], Y [b, P])`` of GPflow's default float, batches
-    of rows, with P = ``columns``; otherwise an :class:`InvalidDataError` that says what it yields instead. The values
-    are checked as they stream, by :func:`checked_stream`.
+    of rows, with P = ``columns``; otherwise an :class:`InvalidDataError` that says what it
+    yields instead. The values are checked as they stream, by :func:`checked_stream`.
     """
     spec = dataset.element_spec
     if not isinstance(spec, tuple) or len(spec) != 2:

@@ -223,7 +223,7 @@ class ClosedFormSiteModel(SiteModel):
             else:
                 stats = self._pass_statistics(data, L, rule, projection, q)
             factors = collapsed_factors(stats)
-            q = self._optimum(factors, L)  # what the next pass reads
+            q, optimum = self._optimum(factors, L)  # q: what the next pass reads
         assert q is not None  # num_updates ≥ 1
         q_mu, q_sqrt = self._stored(q, L)
         next_parameters: SiteParameters = ()
@@ -240,7 +240,7 @@ class ClosedFormSiteModel(SiteModel):
                 expected = tf.reduce_sum(self._expected_log_density(X, Y, Fmu, Fvar))
                 yardstick = self._passes.data_scale(X) * expected - kl_to_prior(q)
         return SteppedSites(
-            objective=self._bound(stats, factors, q),
+            objective=self._bound(stats, factors, q, optimum),
             q_mu=tf.stop_gradient(q_mu),
             q_sqrt=tf.stop_gradient(q_sqrt),
             site_parameters=next_parameters,
@@ -331,26 +331,35 @@ class ClosedFormSiteModel(SiteModel):
             batch_statistics, (X, Y, *site_parameters), (L,), self.batch_size
         )
 
-    def _optimum(self, factors: CollapsedFactors, L: tf.Tensor) -> WhitenedQ:
+    def _optimum(self, factors: CollapsedFactors, L: tf.Tensor) -> Tuple[WhitenedQ, WhitenedQ]:
         """
         The optimal q(v), whitened by L, in the model's family for the sites with these
-        ``factors``: the closed-form optimum (:func:`~gpflow_fastvi.gaussian.optimal_q.optimal_whitened_q`), or for
+        ``factors``, and their optimum q* over all Gaussians
+        (:func:`~gpflow_fastvi.gaussian.optimal_q.optimal_whitened_q`): q is q* itself, or for
         ``q_diag=True`` its mean field in the stored frame, the optimum of the factorised family.
         """
-        return self._in_family(WhitenedQ(*optimal_whitened_q(factors)), L)
+        optimum = WhitenedQ(*optimal_whitened_q(factors))
+        return self._in_family(optimum, L), optimum
 
-    def _bound(self, stats: SiteStatistics, factors: CollapsedFactors, q: WhitenedQ) -> tf.Tensor:
+    def _bound(
+        self,
+        stats: SiteStatistics,
+        factors: CollapsedFactors,
+        q: WhitenedQ,
+        optimum: WhitenedQ,
+    ) -> tf.Tensor:
         """
         The ELBO of the sites with these statistics at ``q``, their optimum in the model's family
-        (:meth:`_optimum`): their collapsed bound (:mod:`gpflow_fastvi.gaussian.collapsed`), and
-        for ``q_diag=True`` that less KL[q ‖ q*] to the full optimum q*, the price of the
-        factorised family (:func:`~gpflow_fastvi.gaussian.natural.mean_field_sqrt`).
-        Differentiable in θ through the statistics: in closed form, the gradient of the optimum.
+        (:meth:`_optimum`, which also gives their full ``optimum`` q*): their collapsed bound
+        (:mod:`gpflow_fastvi.gaussian.collapsed`), and for ``q_diag=True`` that less
+        KL[q ‖ q*], the price of the factorised family
+        (:func:`~gpflow_fastvi.gaussian.natural.mean_field_sqrt`). Differentiable in θ through
+        the statistics: in closed form, the gradient of the optimum.
         """
         total = collapsed_bound(stats, factors).total
         if not self._q_diag:
             return total
-        return total - kl_between(q, WhitenedQ(*optimal_whitened_q(factors)))
+        return total - kl_between(q, optimum)
 
     def _site_bound(
         self,
@@ -370,7 +379,7 @@ class ClosedFormSiteModel(SiteModel):
             X, Y = self._arrays_of(data, "site_parameters")
             stats = self._fixed_site_statistics(X, Y, L, site_parameters)
         factors = collapsed_factors(stats)
-        return self._bound(stats, factors, self._optimum(factors, L))
+        return self._bound(stats, factors, *self._optimum(factors, L))
 
     def _update_q(
         self,
@@ -388,10 +397,10 @@ class ClosedFormSiteModel(SiteModel):
         L = self._passes.Kmm_cholesky()
         stats = self._fixed_site_statistics(X, Y, L, site_parameters)
         factors = collapsed_factors(stats)
-        q = self._optimum(factors, L)
+        q, optimum = self._optimum(factors, L)
         q_mu, q_sqrt = self._stored(q, L)
         self._q_frame.store(tf.stop_gradient(q_mu), tf.stop_gradient(q_sqrt))
-        return self._bound(stats, factors, q)
+        return self._bound(stats, factors, q, optimum)
 
     def _objective(
         self,

@@ -50,7 +50,7 @@ from gpflow.base import InputData, MeanAndVariance, RegressionData
 from gpflow.models import SVGP
 
 from ..distribution import set_trainable
-from ..exceptions import InvalidDataError, UnsupportedConfigurationError
+from ..exceptions import InvalidDataError
 from ..gaussian import (
     WhitenedQ,
     diagonal_q_sqrt,
@@ -228,18 +228,12 @@ class SiteModel(SVGP):
                 f"{name} takes a GPflow kernel first, as SVGP does; got {type(kernel).__name__}."
             )
         likelihood = self._checked_likelihood(likelihood)
-        check_svgp_options(name, kernel, inducing_variable)
         num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt, q_diag)
         latent = self._latent_functions(likelihood)
         if latent == 1 and self._independent_outputs:
             latent = positive_int(num_latent_gps, "num_latent_gps")  # L outputs, Y [N, L]
+        check_svgp_options(name, kernel, inducing_variable, latent)
         check_latent_functions(name, likelihood, num_latent_gps, latent)
-        if isinstance(kernel, gpflow.kernels.SharedIndependent) and kernel.output_dim != latent:
-            raise UnsupportedConfigurationError(
-                f"{name} with SharedIndependent(output_dim={kernel.output_dim}) has one latent "
-                f"function per output, num_latent_gps={kernel.output_dim}; it has {latent} here "
-                f"(num_latent_gps={num_latent_gps})."
-            )
         return likelihood, latent
 
     def _build(
