@@ -233,6 +233,38 @@ def test_lbfgs_stage_backs_off_from_trial_points_that_fail():
         stage()  # the current point itself fails: that is reported
 
 
+def test_a_failed_factorisation_at_a_trial_point_logs_nothing_and_one_at_the_start_is_named(capfd):
+    """The package's own checks (here robust_cholesky's) are left out of a loss traced for
+    trial points, so TensorFlow's executor logs no failed op there; at the current point the
+    checked loss raises the error that names the matrix."""
+    from gpflow_fastvi.gaussian import robust_cholesky
+    from gpflow_fastvi.training import LBFGSStage
+
+    v = tf.Variable([0.0], dtype=tf.float64)
+    failed = tf.Variable(0)  # trial points at which no jitter saved the factorisation
+
+    def loss():
+        one = tf.ones([1], tf.float64)
+        K = tf.stack([tf.concat([one, v], 0), tf.concat([v, one], 0)])  # PD only for |v| < 1
+        L = robust_cholesky(K, what="the test's K")
+        failed.assign_add(tf.cast(~tf.reduce_all(tf.math.is_finite(L)), tf.int32))
+        log_det = 2.0 * tf.reduce_sum(tf.math.log(tf.linalg.diag_part(L)))
+        return tf.reduce_sum((v - 5.0) ** 2) - log_det
+
+    stage = LBFGSStage(loss, [v], maxfun=30)
+    capfd.readouterr()
+    stage()
+    assert 0.0 < v.numpy()[0] < 1.0  # towards 5 as far as K stays positive definite
+    logged = capfd.readouterr().err
+    assert "CheckNumerics" not in logged and "VerifyFinite" not in logged, logged
+    assert failed.numpy() > 0  # (counted where no check raised before the count)
+    v.assign([3.0])
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="Cholesky factorisation of the test's K"
+    ):
+        stage()
+
+
 def test_lbfgs_stage_ends_at_the_accepted_iterate_when_time_runs_out_and_reuses_the_last_loss():
     """A run told mid-way that the budget is spent ends at its last accepted iterate, without
     the evaluation it was about to make; a run started where the last evaluation was made takes

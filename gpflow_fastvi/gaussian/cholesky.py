@@ -7,6 +7,8 @@ import gpflow
 import tensorflow as tf
 from check_shapes import check_shapes
 
+from ..numerical_checks import checked_finite
+
 JITTER_ESCALATION = tuple(10.0**k for k in range(-8, -1))
 """Extra jitter tried in turn, relative to the matrix's mean diagonal, when the first factorisation fails."""
 
@@ -28,7 +30,7 @@ def robust_cholesky(
     :param jitter: diagonal added on the first attempt.
     :param what: the matrix's name in the error message, e.g. ``"Kmm"``.
     """
-    return tf.debugging.assert_all_finite(
+    return checked_finite(
         escalating_cholesky(K, jitter=jitter),
         f"Cholesky factorisation of {what} failed even with jitter of 1e-2 times its mean "
         "diagonal: the matrix is far from positive definite. Usual causes: duplicate inducing "
@@ -120,7 +122,7 @@ def checked_cholesky(B: tf.Tensor, *, what: str) -> tf.Tensor:
     w > 0), raising ``tf.errors.InvalidArgumentError`` naming ``what`` if it is not: no jitter is
     added, because needing it means the inputs are wrong, not that rounding bit.
     """
-    return tf.debugging.assert_all_finite(
+    return checked_finite(
         tf.linalg.cholesky(B),
         f"Cholesky factorisation of {what} failed: it should be positive definite by construction, "
         "so some site precisions w are negative or not finite, or the data contain NaN.",

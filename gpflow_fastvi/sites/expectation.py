@@ -36,6 +36,7 @@ import tensorflow as tf
 from check_shapes import check_shapes
 
 from ..likelihoods import one_hot_classes, one_hot_of_checked_classes
+from ..numerical_checks import checked_finite
 from ..types import Sites
 
 ExpectedLogDensity = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
@@ -100,7 +101,7 @@ def expectation_sites(
         f_b, dm, dv = expected_log_density_gradient(expected, m, v)
     else:
         f_b, dm, dv = gradient(m, v)
-    coefficients = tf.debugging.assert_all_finite(
+    coefficients = checked_finite(
         tf.concat([f_b, dm, dv], axis=1),
         f"The expected log-density of {name} or its gradient is not finite at some marginal "
         "q(f) of the current posterior (the likelihood underflows there); check the data or the "

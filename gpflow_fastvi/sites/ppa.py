@@ -46,6 +46,7 @@ from typing import Callable, Tuple
 import tensorflow as tf
 from check_shapes import check_shapes
 
+from ..numerical_checks import checked_finite, checked_positive
 from ..types import Sites
 from .taylor import log_density_derivatives
 
@@ -98,22 +99,18 @@ def tilted_moments(
     log_Z, g, h = log_density_derivatives(log_normaliser, cavity_mean)
     f_mean = cavity_mean + g / beta
     f_var = 1.0 / beta + h / tf.square(beta)
-    checked = tf.debugging.assert_all_finite(
+    checked = checked_finite(
         tf.concat([log_Z, f_mean, f_var], axis=1),
         f"log Z or the moments of the tilted distributions p(y | f) N(f | mu, 1/beta) / Z of {name} "
         "are not finite: the likelihood underflows at some of the current posterior means.",
     )
-    with tf.control_dependencies(
-        [
-            tf.debugging.assert_positive(
-                f_var,
-                f"A tilted distribution p(y | f) N(f | mu, 1/beta) / Z of {name} has a variance "
-                "<= 0: the quadrature for Z is too coarse for the current beta (raise the "
-                "likelihood's num_gauss_hermite_points) or beta is extreme.",
-            )
-        ]
-    ):
-        log_Z, f_mean, f_var = tf.unstack(tf.identity(checked)[:, :, None], axis=1)
+    log_Z, f_mean, f_var = tf.unstack(checked[:, :, None], axis=1)
+    f_var = checked_positive(
+        f_var,
+        f"A tilted distribution p(y | f) N(f | mu, 1/beta) / Z of {name} has a variance "
+        "<= 0: the quadrature for Z is too coarse for the current beta (raise the "
+        "likelihood's num_gauss_hermite_points) or beta is extreme.",
+    )
     return log_Z, f_mean, f_var
 
 

@@ -55,6 +55,7 @@ from typing import Callable, Optional, Tuple
 import tensorflow as tf
 from check_shapes import check_shapes
 
+from ..numerical_checks import checked_finite
 from ..types import Sites
 
 LogDensity = Callable[[tf.Tensor], tf.Tensor]
@@ -146,7 +147,7 @@ def taylor_sites(
         derivatives = log_density_derivatives(log_density, xi)
     log_p, g, h = derivatives
     latent = xi.shape[-1]
-    coefficients = tf.debugging.assert_all_finite(
+    coefficients = checked_finite(
         tf.concat([log_p, g, h], axis=1),
         f"The log-density of {name} or its first two derivatives is not finite at some expansion "
         "point ξ (the current posterior mean of f). The likelihood underflows there (for example "

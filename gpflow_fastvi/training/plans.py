@@ -20,6 +20,7 @@ from gpflow.base import RegressionData
 
 from ..distribution import gradients_outside_replicas, watch_outside_replicas
 from ..models import ClosedFormSiteModel
+from ..numerical_checks import trial_points
 from ..validation import positive_int
 from .compiled import CompiledStep
 from .log_scale import LogScale
@@ -73,6 +74,12 @@ class TrainingPlan(NamedTuple):
             return None
 
         return cls(iterate=iterate, max_iter=max_iter, tol=tol)
+
+
+class TrialPointFailed(Exception):
+    """An :class:`LBFGSStage` loss that is not finite at a line search's trial point (a failed
+    factorisation or sites that are not finite, traced unchecked:
+    :mod:`~gpflow_fastvi.numerical_checks`)."""
 
 
 class OutOfTime(Exception):
@@ -149,18 +156,27 @@ class LBFGSStage:
             gradients = gradients_outside_replicas(tape, value, self.variables)
             return value, Scipy.pack_tensors(gradients), aux
 
+        def at_trial_points(x: tf.Tensor, *inputs: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, Any]:
+            with trial_points():  # a failure is a non-finite loss, not a raised (and logged) op
+                return loss_and_gradient(x, *inputs)
+
         compiled = CompiledStep(
             "LBFGSStage.loss_and_gradient",
-            loss_and_gradient,
+            at_trial_points,
             roots=(*(shared_over or ()), self.variables),
             key=(key, has_aux),
             shared=shared_over is not None,
         )
         inputs = tuple(inputs)
 
-        def evaluate(x: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        def evaluate(x: np.ndarray, trial: bool = False) -> Tuple[np.ndarray, np.ndarray]:
             self._variables_at = None  # until the call returns, they may hold x or not
             value, gradient, aux = compiled(tf.constant(x), *inputs)
+            if not np.isfinite(value.numpy()):
+                if trial:
+                    raise TrialPointFailed
+                # The point itself fails: the checked loss raises the error that names why.
+                loss_and_gradient(tf.constant(x), *inputs)
             self.last_x, self.last_aux = x.copy(), aux
             self._variables_at = self.last_x  # the compiled loss assigned them first
             self._last_loss = (value.numpy(), gradient.numpy())
@@ -175,12 +191,14 @@ class LBFGSStage:
                 (value, gradient), self._reuse = self._reuse, None
                 return value, self.scale.gradient(x, gradient)
             try:
-                value, gradient = evaluate(x)
-            except tf.errors.InvalidArgumentError:
+                # The current parameters themselves failing is a real error, reported as raised.
+                value, gradient = evaluate(x, trial=not np.array_equal(x, self._start))
+            except (TrialPointFailed, tf.errors.InvalidArgumentError):
                 if np.array_equal(x, self._start):
-                    raise  # the current parameters themselves fail: a real error, report it
-                # A line-search trial point so extreme that Kmm cannot be factorised: report it as
-                # +inf, so that L-BFGS-B shortens its step instead of stopping training.
+                    raise
+                # A line-search trial point so extreme that Kmm cannot be factorised (or the
+                # sites are not finite there): +inf, so that L-BFGS-B shortens its step instead of
+                # stopping training.
                 return np.inf, np.zeros_like(z)
             return value, self.scale.gradient(x, gradient)
 
