@@ -33,6 +33,7 @@ tensor is traced per caller from then on. :func:`trace_count` counts every trace
 
 import contextlib
 import enum
+import functools
 import hashlib
 import threading
 import types
@@ -201,7 +202,8 @@ def walk(roots: Sequence[Any], key: Hashable = ()) -> Walked:
 
 
 class _SharedGraph:
-    """One ``tf.function`` for every caller of a name; a call that traces runs its caller's body."""
+    """One ``tf.function`` for every caller of a name and signature; a call that traces runs its
+    caller's body."""
 
     def __init__(self, name: str):
         self.name = name
@@ -211,7 +213,11 @@ class _SharedGraph:
         self._calling = threading.local()
         self._relaxed: Set[Tuple[Any, ...]] = set()  # signatures and specs traced for any rows
         # Our maths uses TensorFlow control flow explicitly: AutoGraph would only slow tracing.
-        self._function = tf.function(self._traced, autograph=False, reduce_retracing=True)
+        # TensorFlow counts a function's retraces under the code object it wraps, which every
+        # instance's method shares; a partial has none, so each instance's count is its own.
+        self._function = tf.function(
+            functools.partial(self._traced), autograph=False, reduce_retracing=True
+        )
 
     def _traced(
         self, signature: str, variables: Sequence[tf.Variable], inputs: Sequence[Any]
@@ -254,7 +260,7 @@ class _SharedGraph:
         return result
 
 
-_SHARED: Dict[str, _SharedGraph] = {}
+_SHARED: Dict[Tuple[str, Optional[str]], _SharedGraph] = {}
 
 
 def _captures_state(function: Any, walked: Walked) -> bool:
@@ -289,7 +295,12 @@ class CompiledStep:
         shared = shared and _SHARING[0]
         self._walked = walk(roots, (name, key)) if shared else None
         self._signature = None if self._walked is None else self._walked.digest
-        self._graph = _SHARED.setdefault(name, _SharedGraph(name)) if shared else None
+        # One function per name and signature: each traces only for new shapes of its inputs, so
+        # that TensorFlow's warning on frequent retracing, meant for a function retraced by
+        # mistake, does not fire for a process that trains models of many signatures.
+        self._graph = (
+            _SHARED.setdefault((name, self._signature), _SharedGraph(name)) if shared else None
+        )
         self._own: Optional[_SharedGraph] = None
 
     @property
