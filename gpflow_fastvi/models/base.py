@@ -52,7 +52,6 @@ import gpflow
 import tensorflow as tf
 from check_shapes import check_shapes
 from gpflow.base import RegressionData
-from gpflow.posteriors import BasePosterior, PrecomputeCacheType
 
 from ..inducing import InducingSpec
 from ..model_checks import (
@@ -266,24 +265,3 @@ class GaussianSitesModel(ClosedFormSiteModel):
         """The data a closure over all of them works on, checked once
         (:meth:`~gpflow_fastvi.models.passes.DataPasses.training_data`)."""
         return self._passes.training_data(data)
-
-    # ----------------------------------------------------------------------------------------------
-    # GPflow's posterior object.
-
-    def posterior(
-        self, precompute_cache: PrecomputeCacheType = PrecomputeCacheType.TENSOR
-    ) -> BasePosterior:
-        """
-        GPflow's posterior object for the current q(u), as :meth:`gpflow.models.SVGP.posterior`
-        builds it (with GPflow's fixed jitter: where Kmm needs more, :meth:`predict_f` is the
-        model's predictive, from training's factorisation).
-        """
-        return gpflow.posteriors.create_posterior(
-            self.kernel,
-            self.inducing_variable,
-            self.q_mu,
-            self.q_sqrt,
-            whiten=self.whiten,
-            mean_function=self.mean_function,
-            precompute_cache=precompute_cache,
-        )
