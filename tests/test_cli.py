@@ -117,8 +117,8 @@ def test_compare_prints_a_table_row_per_method(compare_run: Dict[str, object]) -
 @pytest.mark.slow
 def test_compare_prints_time_ratios(compare_run: Dict[str, object]) -> None:
     stdout = str(compare_run["stdout"])
-    assert "Time to target, VIJJ / SVGP + Scipy:" in stdout
-    assert "Time to target, VIJJ / SVGP + Adam:" in stdout
+    assert "Time to target, VIConcave / SVGP + Scipy:" in stdout
+    assert "Time to target, VIConcave / SVGP + Adam:" in stdout
 
 
 @pytest.mark.slow

@@ -154,8 +154,8 @@ def test_methods_for_three_classes_are_the_multi_class_ones() -> None:
             run_comparison(X, Y, X, Y, methods=[VITAYLOR_NAME, binary_only], num_inducing=2)
 
 
-def test_default_methods_are_the_original_three_and_all_methods_eight() -> None:
-    assert DEFAULT_METHODS == (VIJJ_NAME, SCIPY_NAME, ADAM_NAME)
+def test_default_methods_are_viconcave_and_two_baselines_and_all_methods_eight() -> None:
+    assert DEFAULT_METHODS == (VICONCAVE_NAME, SCIPY_NAME, ADAM_NAME)
     assert set(DEFAULT_METHODS) < set(ALL_METHODS) and len(set(ALL_METHODS)) == 8
     assert set(ALL_METHODS) - set(FAST_METHODS) == {SCIPY_NAME, ADAM_NAME, NATGRAD_NAME}
 
@@ -224,6 +224,25 @@ def test_run_comparison_refuses_unknown_methods(methods: object) -> None:
 def test_methods_keep_their_order_without_repeats() -> None:
     methods = [NATGRAD_NAME, VITAYLOR_NAME, NATGRAD_NAME, PG_NAME]
     assert check_methods(methods) == (NATGRAD_NAME, VITAYLOR_NAME, PG_NAME)
+
+
+@pytest.mark.slow
+def test_svgp_scipy_is_called_again_until_a_call_no_longer_lowers_the_loss(
+    rng: np.random.Generator,
+) -> None:
+    """compare's SVGP + Scipy is trained to the user's answer: the rows run on over GPflow's
+    Scipy calls, numbered in turn, end no lower than a single call's, and end before the budget."""
+    from gpflow_fastvi.benchmarks.baselines import run_svgp_scipy
+
+    set_enable_check_shapes(ShapeCheckingState.EAGER_MODE_ONLY)
+    X = rng.normal(size=(150, 2))
+    Y = (np.sum(X**2, axis=1, keepdims=True) < 1.4).astype(float)
+    Z = X[:8].copy()
+    rows = run_svgp_scipy((X, Y), (X, Y), Z, 60.0, False, restart=True)
+    assert [row["iteration"] for row in rows] == list(range(len(rows)))
+    once = run_svgp_scipy((X, Y), (X, Y), Z, 60.0, False, restart=False)
+    assert rows[-1]["elbo"] >= once[-1]["elbo"] - 1e-6 * abs(once[-1]["elbo"])
+    assert rows[-1]["time"] < 60.0  # it ended by converging, not by the budget
 
 
 @pytest.mark.slow

@@ -103,7 +103,7 @@ def run_svgp_scipy(
             # Evaluate at the accepted iterate, not at the last point the line search tried.
             for variable, value in zip(variables, values):
                 variable.assign(value)
-            rows.append({"iteration": step + 1, "time": elapsed, **metrics()})
+            rows.append({"iteration": len(rows), "time": elapsed, **metrics()})  # over calls
             advance_progress(bar, elapsed)
         if elapsed >= time_budget:
             raise StopIteration  # SciPy >= 1.11 ends the optimisation cleanly on this

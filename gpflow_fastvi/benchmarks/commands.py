@@ -25,6 +25,7 @@ from .choices import (
     BENCH_SET_NAMES,
     COMPARE_INDUCING,
     COMPARE_OUT,
+    COMPARE_TIME_BUDGET,
     DEFAULT_ADAM_LR,
     DEFAULT_METHODS,
     DEFAULT_MULTICLASS_METHODS,
@@ -73,13 +74,15 @@ def add_compare_command(commands: Any) -> None:
     """Add ``compare`` to ``commands`` (the sub-parsers of :func:`gpflow_fastvi.cli.build_parser`)."""
     compare = commands.add_parser(
         "compare",
-        help="race VIJJ (and the other fast methods) against GPflow's SVGP on one data set",
+        help="race VIConcave (and the other fast methods) against GPflow's SVGP on one data set",
         description=(
-            "Train VIJJ, SVGP + Scipy (L-BFGS, full batch) and SVGP + Adam (mini-batches), or the "
-            "methods chosen with --methods, from the same start for the same wall-clock budget "
-            "each; print final test accuracy, test NLL, ELBO, time to target and the time ratios "
-            "of the fast methods against the SVGP baselines, and write comparison.png and "
-            "comparison.json. Data files may be CSV/dense text or LIBSVM (optionally "
+            "Train VIConcave, SVGP + Scipy (L-BFGS, full batch) and SVGP + Adam (mini-batches), "
+            "or the methods chosen with --methods, from the same start, each until it converges "
+            "or the wall-clock budget ends; SVGP + Scipy is called again each time L-BFGS-B "
+            "stops by its own test, until a call no longer lowers the loss, as a user trains it "
+            "to their answer. Print final test accuracy, test NLL, ELBO, time to target and the "
+            "time ratios of the fast methods against the SVGP baselines, and write "
+            "comparison.png and comparison.json. Data files may be CSV/dense text or LIBSVM (optionally "
             "gzip/bzip2/xz compressed); any two label values are accepted, the larger one being "
             "the positive class. A file of C > 2 classes runs the multi-class comparison: the "
             "label values, in increasing order, become classes 0..C-1, and each method takes its "
@@ -117,7 +120,7 @@ def add_compare_command(commands: Any) -> None:
     )
     add_inducing(compare, COMPARE_INDUCING)
     add_fixed_inducing(compare)
-    add_time_budget(compare, TIME_BUDGET, "per method")
+    add_time_budget(compare, COMPARE_TIME_BUDGET, "per method")
     add_batch_size(compare, BATCH_SIZE, f"SVGP + Adam and SVGP + NatGrad + Adam; {_OWN_DEFAULT}")
     add_adam_lr(
         compare,

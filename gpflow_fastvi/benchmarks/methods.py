@@ -227,6 +227,7 @@ def method_runners(
     progress: bool,
     train_inducing: bool = True,
     num_classes: int = 2,
+    scipy_to_convergence: bool = False,
 ) -> Dict[str, Callable[[], LearningCurve]]:
     """
     Per method name, a function that trains that method from the shared start on ``data`` with
@@ -247,6 +248,9 @@ def method_runners(
     :param num_classes: C, the number of classes of the labels; for C > 2 every method takes its
         C-class likelihood (see :func:`~.harness.make_likelihood`), and only the methods of
         :data:`~gpflow_fastvi.benchmarks.choices.MULTICLASS_METHODS` can run.
+    :param scipy_to_convergence: SVGP + Scipy calls GPflow's Scipy again each time L-BFGS-B stops
+        by its own test, until a call no longer lowers the loss (``restart`` of
+        :func:`~.baselines.run_svgp_scipy`), as a user who sees it stop short does; else once.
     """
     minibatch = (
         data,
@@ -284,6 +288,7 @@ def method_runners(
             time_budget,
             progress,
             train_inducing=train_inducing,
+            restart=scipy_to_convergence,
             num_classes=num_classes,
         ),
         ADAM_NAME: lambda: run_svgp_minibatch(ADAM_NAME, adam_step(adam_lr), *minibatch),
