@@ -219,6 +219,7 @@ class GaussianSitesModel(ClosedFormSiteModel):
     # GPflow's training interface.
 
     @check_shapes("return: []")
+    @tf.autograph.experimental.do_not_convert  # GPflow's Scipy compiles it with AutoGraph on
     def training_loss(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
         −(objective + log prior density of the parameters), for GPflow's optimisers: each

@@ -400,6 +400,7 @@ class KLCorrected(GaussianSitesModel):
         return super()._stepped_sites(num_updates, data, site_parameters)
 
     @check_shapes("return: []")
+    @tf.autograph.experimental.do_not_convert  # GPflow's Scipy compiles it with AutoGraph on
     def training_loss(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
         −(selected bound + log prior density), for GPflow's optimisers. Each evaluation first

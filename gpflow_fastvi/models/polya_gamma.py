@@ -158,6 +158,7 @@ class PolyaGammaSVGP(SiteModel):
         return checked_stream(data, labels, num_data), None
 
     @check_shapes("return: []")
+    @tf.autograph.experimental.do_not_convert  # GPflow's Scipy compiles it with AutoGraph on
     def training_loss(self, data: Optional[RegressionData] = None) -> tf.Tensor:
         """
         −(:meth:`maximum_log_likelihood_objective` + log prior density) after the method's own step on q(u), so that GPflow's

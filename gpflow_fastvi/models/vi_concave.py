@@ -359,11 +359,10 @@ class VIConcave(GaussianSitesModel):
             skip_stored = tf.constant(False)
             steps = num_updates
         # What the loop keeps of a pass: in memory the sites ([N, L] each).
-        if in_memory:
-            zeros = tf.zeros([tf.shape(data[1])[0], self.num_latent_gps], L.dtype)
-            nothing_kept: Any = Sites(zeros, zeros, zeros)
-        else:
-            nothing_kept = ()
+        zeros = (
+            tf.zeros([tf.shape(data[1])[0], self.num_latent_gps], L.dtype) if in_memory else None
+        )
+        nothing_kept = Sites(zeros, zeros, zeros) if in_memory else ()
         q, kept = self._ascend(L, starts, steps, evaluate, nothing_kept, skip_stored, known_stored)
         sites = kept if in_memory else None
         # In memory, the sites of the q(u) reached are those of the loop's last pass.
