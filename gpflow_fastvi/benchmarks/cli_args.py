@@ -100,6 +100,28 @@ def add_models(parser: argparse.ArgumentParser, choices: Tuple[str, ...]) -> Non
     add_name_list(parser, "--models", choices, "model(s)", choices)
 
 
+def add_positive(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    metavar: str,
+    kind: type,
+    default: Optional[float],
+    help: str,
+    *,
+    aliases: Sequence[str] = (),
+) -> None:
+    """``flag`` (and its ``aliases``): a positive number of type ``kind``, its default stated
+    after ``help``."""
+    parser.add_argument(
+        flag,
+        *aliases,
+        metavar=metavar,
+        type=positive(kind),
+        default=default,
+        help=f"{help} (default: {format_number(default)})",
+    )
+
+
 def add_inducing(
     parser: argparse.ArgumentParser, default: int, *, aliases: Sequence[str] = ()
 ) -> None:
@@ -107,13 +129,14 @@ def add_inducing(
     ``--inducing``: M, the number of inducing inputs, started at k-means centres.
     ``aliases`` are other spellings of the flag, for the scripts that have always taken them.
     """
-    parser.add_argument(
+    add_positive(
+        parser,
         "--inducing",
-        *aliases,
-        metavar="M",
-        type=positive(int),
-        default=default,
-        help=f"number of inducing inputs, started at k-means centres (default: {default})",
+        "M",
+        int,
+        default,
+        "number of inducing inputs, started at k-means centres",
+        aliases=aliases,
     )
 
 
@@ -154,13 +177,7 @@ def add_time_budget(
 
 def add_repeats(parser: argparse.ArgumentParser, default: int, what: str) -> None:
     """``--repeats``: how many times each measurement is made, ``what`` the repeats are."""
-    parser.add_argument(
-        "--repeats",
-        metavar="R",
-        type=positive(int),
-        default=default,
-        help=f"{what} (default: {default})",
-    )
+    add_positive(parser, "--repeats", "R", int, default, what)
 
 
 def add_batch_size(
@@ -168,13 +185,8 @@ def add_batch_size(
 ) -> None:
     """``--batch-size``: the mini-batch size ``of`` the stochastic method(s); ``aliases`` as in
     :func:`add_inducing`."""
-    parser.add_argument(
-        "--batch-size",
-        *aliases,
-        metavar="B",
-        type=positive(int),
-        default=default,
-        help=f"mini-batch size of {of} (default: {default})",
+    add_positive(
+        parser, "--batch-size", "B", int, default, f"mini-batch size of {of}", aliases=aliases
     )
 
 
@@ -183,13 +195,8 @@ def add_adam_lr(
 ) -> None:
     """``--adam-lr``: Adam's learning rate in the methods that use it (``of``: which, how);
     ``aliases`` as in :func:`add_inducing`."""
-    parser.add_argument(
-        "--adam-lr",
-        *aliases,
-        metavar="LR",
-        type=positive(float),
-        default=default,
-        help=f"Adam's learning rate {of} (default: {format_number(default)})",
+    add_positive(
+        parser, "--adam-lr", "LR", float, default, f"Adam's learning rate {of}", aliases=aliases
     )
 
 

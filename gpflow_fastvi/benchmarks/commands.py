@@ -11,7 +11,6 @@ from .arg_types import (
     format_number,
     format_numbers,
     fraction,
-    positive,
     positive_list,
 )
 from .choices import (
@@ -60,6 +59,7 @@ from .cli_args import (
     add_models,
     add_name_list,
     add_out,
+    add_positive,
     add_progress,
     add_repeats,
     add_seed,
@@ -157,31 +157,19 @@ def add_kl_correction_command(commands: Any) -> None:
     )
     add_datasets(klc, RAETSCH_NAMES, ("banana",))
     add_data_dir(klc)
-    klc.add_argument(
-        "--splits", metavar="K", type=positive(int), default=1, help="splits per set (default: 1)"
-    )
-    klc.add_argument(
+    add_positive(klc, "--splits", "K", int, 1, "splits per set")
+    add_positive(
+        klc,
         "--tol",
-        metavar="T",
-        type=positive(float),
-        default=KL_CORRECTION_TOL,
-        help="stop when the bound changes by less than T relative to its size (default: "
-        f"{format_number(KL_CORRECTION_TOL)})",
+        "T",
+        float,
+        KL_CORRECTION_TOL,
+        "stop when the bound changes by less than T relative to its size",
     )
-    klc.add_argument(
-        "--max-iter",
-        metavar="N",
-        type=positive(int),
-        default=KL_CORRECTION_MAX_ITER,
-        help=f"cap on EM iterations per run (default: {KL_CORRECTION_MAX_ITER})",
+    add_positive(
+        klc, "--max-iter", "N", int, KL_CORRECTION_MAX_ITER, "cap on EM iterations per run"
     )
-    klc.add_argument(
-        "--maxfun",
-        metavar="F",
-        type=positive(int),
-        default=KL_CORRECTION_MAXFUN,
-        help=f"L-BFGS-B evaluations per M-step (default: {KL_CORRECTION_MAXFUN})",
-    )
+    add_positive(klc, "--maxfun", "F", int, KL_CORRECTION_MAXFUN, "L-BFGS-B evaluations per M-step")
     add_time_budget(klc, None, "per run at most")
     add_out(klc, KL_CORRECTION_OUT, "the results, table and figures")
 
@@ -244,20 +232,8 @@ def add_bench_commands(commands: Any) -> None:
     )
     add_counts(scaling, "--n", "points", SCALING_N)
     add_counts(scaling, "--m", "inducing inputs", SCALING_M)
-    scaling.add_argument(
-        "--fixed-m",
-        metavar="M",
-        type=positive(int),
-        default=SCALING_FIXED_M,
-        help=f"m while n varies (default: {SCALING_FIXED_M})",
-    )
-    scaling.add_argument(
-        "--fixed-n",
-        metavar="N",
-        type=positive(int),
-        default=SCALING_FIXED_N,
-        help=f"n while m varies (default: {SCALING_FIXED_N})",
-    )
+    add_positive(scaling, "--fixed-m", "M", int, SCALING_FIXED_M, "m while n varies")
+    add_positive(scaling, "--fixed-n", "N", int, SCALING_FIXED_N, "n while m varies")
     add_repeats(scaling, SCALING_REPEATS, "timed calls")
     add_out(scaling, SCALING_OUT, "scaling.json, scaling.md and scaling.png")
 
@@ -291,13 +267,7 @@ def add_inducing_arguments(parser: argparse.ArgumentParser) -> None:
         default=INDUCING_WORKING_SET,
         help=f"greedy working set size, 0 for every row (default: {INDUCING_WORKING_SET})",
     )
-    parser.add_argument(
-        "--rounds",
-        metavar="R",
-        type=positive(int),
-        default=INDUCING_ROUNDS,
-        help=f"selections of 'greedy rounds' (default: {INDUCING_ROUNDS})",
-    )
+    add_positive(parser, "--rounds", "R", int, INDUCING_ROUNDS, "selections of 'greedy rounds'")
     add_time_budget(parser, None, "per fit", note=", fit to convergence")
     add_seed(parser, "the split, the random rows, k-means and the greedy draws")
     add_data_dir(parser)
