@@ -82,13 +82,13 @@ def add_compare_command(commands: Any) -> None:
             "stops by its own test, until a call no longer lowers the loss, as a user trains it "
             "to their answer. Print final test accuracy, test NLL, ELBO, time to target and the "
             "time ratios of the fast methods against the SVGP baselines, and write "
-            "comparison.png and comparison.json. Data files may be CSV/dense text or LIBSVM (optionally "
-            "gzip/bzip2/xz compressed); any two label values are accepted, the larger one being "
-            "the positive class. A file of C > 2 classes runs the multi-class comparison: the "
-            "label values, in increasing order, become classes 0..C-1, and each method takes its "
-            "C-class likelihood (GPflow's Softmax; LogisticSoftmax for PolyaGammaSVGP; GPflow's "
-            "MultiClass for SVGP + Scipy). Features are standardised with the training part's "
-            "mean and standard deviation."
+            "comparison.png and comparison.json. Data files may be CSV/dense text or LIBSVM "
+            "(optionally gzip/bzip2/xz compressed); any two label values are accepted, the "
+            "larger one being the positive class. A file of C > 2 classes runs the multi-class "
+            "comparison: the label values, in increasing order, become classes 0..C-1, and each "
+            "method takes its C-class likelihood (GPflow's Softmax; LogisticSoftmax for "
+            "PolyaGammaSVGP; GPflow's MultiClass for SVGP + Scipy). Features are standardised "
+            "with the training part's mean and standard deviation."
         ),
     )
     compare.add_argument(

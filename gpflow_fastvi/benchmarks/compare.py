@@ -151,9 +151,9 @@ def run_comparison(
     :func:`gpflow_fastvi.fit`, and SVGP + Scipy); the stochastic ones run until the budget ends.
     SVGP + Scipy is trained as a GPflow user trains it to their answer: GPflow's Scipy, called
     again each time L-BFGS-B stops by its own test until a call no longer lowers the loss (from
-    k-means inducing inputs a single call often stops far short of it). Methods run one after the other,
-    in the order given, on the same machine; run nothing else heavy meanwhile, as the times are
-    wall-clock.
+    k-means inducing inputs a single call often stops far short of it). Methods run one after
+    the other, in the order given, on the same machine; run nothing else heavy meanwhile, as the
+    times are wall-clock.
 
     With more than two classes every method takes its C-class likelihood (GPflow's ``Softmax``,
     except :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` for PolyaGammaSVGP and GPflow's
