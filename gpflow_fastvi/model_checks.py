@@ -155,8 +155,8 @@ def check_latent_functions(
         f"{model} with {type(likelihood).__name__} has one latent GP, num_latent_gps=1, and "
         f"targets Y [N, 1]; got num_latent_gps={num_latent_gps} (from q_sqrt's leading axis where "
         f"it is given, as in SVGP). GPflow's SVGP with L latent GPs and a one-output likelihood "
-        f"fits L independent outputs, Y [N, L], which {model} does not: use VITaylor or "
-        f"VIConcave, which do, or fit one model per column of Y. {MULTI_CLASS_HINT}"
+        f"fits L independent outputs, Y [N, L], which {model} does not: use VITaylor, "
+        f"VIConcave or (for the logit link) VIJJ, which do, or fit one model per column of Y. {MULTI_CLASS_HINT}"
     )
 
 

@@ -46,7 +46,10 @@ class VIJJ(GaussianSitesModel):
       :class:`gpflow.models.SVGP`, so predictions, ``print_summary``, posteriors and checkpoints
       carry over between the two classes.
 
-    Labels may be {0, 1} (GPflow's convention, stored as such) or {−1, +1}.
+    Labels may be {0, 1} (GPflow's convention, stored as such) or {−1, +1}. With
+    ``num_latent_gps=L`` the targets are L binary outputs, Y [N, L], one latent function and one
+    column of sites each, sharing the kernel and Z, as SVGP takes them (multi-label
+    classification).
     """
 
     training_routes = {
@@ -72,6 +75,7 @@ class VIJJ(GaussianSitesModel):
     }
     default_route = "persistent"
     _objective_is_bound = True
+    _independent_outputs = True
 
     @classmethod
     def _checked_likelihood(
