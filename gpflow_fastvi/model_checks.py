@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from .exceptions import IncompatibleLikelihoodError, UnsupportedConfigurationError
 from .inducing import InducingSpec, make_inducing_variable
-from .likelihoods import MULTI_CLASS_LIKELIHOODS
+from .likelihoods import MULTI_CLASS_HINT, MULTI_CLASS_LIKELIHOODS
 
 
 def is_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood) -> bool:
@@ -27,13 +27,6 @@ def is_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood) -> bool:
     return bool(
         np.allclose(likelihood.invlink(t).numpy(), tf.sigmoid(t).numpy(), rtol=1e-10, atol=0)
     )
-
-
-MULTI_CLASS_HINT = (
-    "For C classes use VIConcave or VITaylor with gpflow.likelihoods.Softmax(C), or "
-    "PolyaGammaSVGP with gpflow_fastvi.likelihoods.LogisticSoftmax(C), and num_latent_gps=C."
-)
-"""What the errors of the binary and scalar models say to use for a multi-class problem."""
 
 
 def check_svgp_options(
@@ -155,8 +148,9 @@ def check_latent_functions(
         f"{model} with {type(likelihood).__name__} has one latent GP, num_latent_gps=1, and "
         f"targets Y [N, 1]; got num_latent_gps={num_latent_gps} (from q_sqrt's leading axis where "
         f"it is given, as in SVGP). GPflow's SVGP with L latent GPs and a one-output likelihood "
-        f"fits L independent outputs, Y [N, L], which {model} does not: use VITaylor, "
-        f"VIConcave or (for the logit link) VIJJ, which do, or fit one model per column of Y. {MULTI_CLASS_HINT}"
+        f"fits L independent outputs, Y [N, L], which {model} does not: use VITaylor or "
+        f"VIConcave, or for the logit link VIJJ or PolyaGammaSVGP, which do, or fit one model "
+        f"per column of Y. {MULTI_CLASS_HINT}"
     )
 
 

@@ -24,7 +24,7 @@ from check_shapes import check_shapes
 from .exceptions import (
     InvalidDataError,
 )
-from .likelihoods import MULTI_CLASS_LIKELIHOODS
+from .likelihoods import MULTI_CLASS_HINT, MULTI_CLASS_LIKELIHOODS
 
 # --------------------------------------------------------------------------------------------------
 # Arrays
@@ -73,9 +73,15 @@ def check_data(data: Any, columns: int = 1) -> Tuple[np.ndarray, np.ndarray]:
     Y = as_float_array(data[1], "Y")
     if Y.shape[1] != columns:
         if columns > 1:
+            classes = (
+                " If Y holds the classes of one multi-class output, the likelihood must be a "
+                f"multi-class one. {MULTI_CLASS_HINT}"
+                if Y.shape[1] == 1
+                else ""
+            )
             raise InvalidDataError(
                 f"Y must have shape [N, {columns}], one column per output (num_latent_gps="
-                f"{columns}); got {list(Y.shape)}."
+                f"{columns}); got {list(Y.shape)}.{classes}"
             )
         one_hot = np.all((Y == 0.0) | (Y == 1.0)) and np.all(Y.sum(axis=1) == 1.0)
         hint = (

@@ -13,8 +13,9 @@ import gpflow_fastvi as fv
 
 MODELS = (fv.VITaylor, fv.VIConcave)
 """The models whose site rules read one column of Y per latent function, for any likelihood."""
-BINARY_MODELS = (*MODELS, fv.VIJJ)
-"""...and those that do for the logit Bernoulli: VIJJ's Jaakkola–Jordan sites too."""
+BINARY_MODELS = (*MODELS, fv.VIJJ, fv.PolyaGammaSVGP)
+"""...and those that do for the logit Bernoulli: VIJJ's Jaakkola–Jordan sites and
+PolyaGammaSVGP's Pólya-Gamma ones too."""
 
 
 def _outputs(rng, N=80, L=3):

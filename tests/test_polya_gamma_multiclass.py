@@ -167,10 +167,13 @@ def test_bad_construction_and_labels_raise_clear_errors(rng):
     kernel = gpflow.kernels.SquaredExponential()
     with pytest.raises(IncompatibleLikelihoodError, match="num_latent_gps=3"):
         fv.PolyaGammaSVGP(kernel, LogisticSoftmax(C), X[:5], num_latent_gps=1)
-    with pytest.raises(IncompatibleLikelihoodError, match="LogisticSoftmax"):
-        fv.PolyaGammaSVGP(
-            kernel, gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid), X[:5], num_latent_gps=2
-        )
+    # A Bernoulli with several latent GPs is several binary outputs, as in SVGP: classes in one
+    # column are refused by naming the multi-class likelihood to use.
+    binary_outputs = fv.PolyaGammaSVGP(
+        kernel, gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid), X[:5], num_latent_gps=2
+    )
+    with pytest.raises(InvalidDataError, match="LogisticSoftmax"):
+        binary_outputs.maximum_log_likelihood_objective((X, np.minimum(Y, 1.0)))
     with pytest.raises(IncompatibleLikelihoodError, match="LogisticSoftmax"):
         fv.PolyaGammaSVGP(kernel, gpflow.likelihoods.Softmax(C), X[:5], num_latent_gps=C)
     model = make_model(data)

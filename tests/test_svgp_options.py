@@ -17,9 +17,9 @@ from .test_contract import FACTORIES, HOLDING, LOGIT
 SCALAR_LIKELIHOOD_MODELS = (fv.VITaylor, fv.KLCorrected, fv.VIConcave)
 """The models that take any log-concave scalar likelihood (the others take the logit only)."""
 
-INDEPENDENT_OUTPUTS = (fv.VITaylor, fv.VIConcave, fv.VIJJ)
-"""The models that take L independent outputs of a one-output likelihood, Y [N, L] (VIJJ: of
-the logit Bernoulli, the one likelihood it takes)."""
+INDEPENDENT_OUTPUTS = (fv.VITaylor, fv.VIConcave, fv.VIJJ, fv.PolyaGammaSVGP)
+"""The models that take L independent outputs of a one-output likelihood, Y [N, L] (VIJJ and
+PolyaGammaSVGP: of the logit Bernoulli, the one binary likelihood they take)."""
 
 
 def _random_q(rng, M, L):

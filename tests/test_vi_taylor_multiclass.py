@@ -149,8 +149,6 @@ def test_softmax_labels_and_latent_functions_are_checked(rng):
     ):
         with pytest.raises(fv.UnsupportedConfigurationError, match="single-output kernel"):
             model_class(shared, likelihood, X[:5], num_latent_gps=C)
-    with pytest.raises(IncompatibleLikelihoodError, match="one latent GP, num_latent_gps=1"):
-        fv.PolyaGammaSVGP(kernel, gpflow.likelihoods.Bernoulli(tf.sigmoid), X[:5], num_latent_gps=2)
 
 
 @pytest.mark.slow

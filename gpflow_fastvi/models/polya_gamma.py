@@ -56,7 +56,8 @@ class PolyaGammaSVGP(SiteModel):
     Built with SVGP's constructor and arguments
     (:class:`~gpflow_fastvi.models.site_model.SiteModel`): the likelihood is
     ``gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)`` (labels {0, 1}, GPflow's convention, or
-    {−1, +1}) or :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` of C classes with
+    {−1, +1}; with ``num_latent_gps=L``, L binary outputs Y [N, L], one latent function each)
+    or :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` of C classes with
     ``num_latent_gps=C``; with ``q_diag=True`` every step goes to the factorised q(u) closest to
     its full-covariance target, and ``num_data`` scales mini-batch ELBOs.
     """
@@ -77,6 +78,7 @@ class PolyaGammaSVGP(SiteModel):
     }
     default_route = "svi"
     _objective_is_bound = True
+    _independent_outputs = True
     _multi_class_likelihoods = (LogisticSoftmax,)
     _mini_batch_closure_advice = (
         "PolyaGammaSVGP's mini-batch closure ends short of fit's answer under Adam: train it with "
@@ -155,7 +157,7 @@ class PolyaGammaSVGP(SiteModel):
             )
         labels = () if isinstance(self.likelihood, LogisticSoftmax) else ZERO_ONE_OR_SIGNS
         num_data = None if self.num_data is None else int(self.num_data)
-        return checked_stream(data, labels, num_data), None
+        return checked_stream(data, labels, num_data, self._target_columns), None
 
     @check_shapes("return: []")
     @tf.autograph.experimental.do_not_convert  # GPflow's Scipy compiles it with AutoGraph on

@@ -110,7 +110,9 @@ def batches_from_dataset(
         points = static_cardinality(dataset)
         dataset = dataset.batch(whole_batch)
     binary = isinstance(model.likelihood, gpflow.likelihoods.Bernoulli)
-    dataset = checked_stream(dataset, ZERO_ONE_OR_SIGNS if binary else ())
+    dataset = checked_stream(
+        dataset, ZERO_ONE_OR_SIGNS if binary else (), columns=model._target_columns
+    )
     cardinality = static_cardinality(dataset)
     per_epoch = cardinality if cardinality is not None and cardinality > 0 else None
     if whole_batch is not None and per_epoch is not None:
