@@ -298,9 +298,12 @@ class CompiledStep:
         # One function per name and signature: each traces only for new shapes of its inputs, so
         # that TensorFlow's warning on frequent retracing, meant for a function retraced by
         # mistake, does not fire for a process that trains models of many signatures.
-        self._graph = (
-            _SHARED.setdefault((name, self._signature), _SharedGraph(name)) if shared else None
-        )
+        self._graph: Optional[_SharedGraph] = None
+        if shared:
+            key = (name, self._signature)
+            if key not in _SHARED:
+                _SHARED[key] = _SharedGraph(name)
+            self._graph = _SHARED[key]
         self._own: Optional[_SharedGraph] = None
 
     @property

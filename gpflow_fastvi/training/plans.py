@@ -190,12 +190,12 @@ class LBFGSStage:
             if self._reuse is not None:  # a run's first call, at the last point evaluated
                 (value, gradient), self._reuse = self._reuse, None
                 return value, self.scale.gradient(x, gradient)
+            at_start = np.array_equal(x, self._start)
             try:
-                # The current parameters themselves failing is a real error, reported as raised.
-                value, gradient = evaluate(x, trial=not np.array_equal(x, self._start))
+                value, gradient = evaluate(x, trial=not at_start)
             except (TrialPointFailed, tf.errors.InvalidArgumentError):
-                if np.array_equal(x, self._start):
-                    raise
+                if at_start:
+                    raise  # the current parameters themselves fail: a real error, report it
                 # A line-search trial point so extreme that Kmm cannot be factorised (or the
                 # sites are not finite there): +inf, so that L-BFGS-B shortens its step instead of
                 # stopping training.
