@@ -197,3 +197,25 @@ def test_q_sqrt_in_the_wrong_layout_or_not_positive_is_refused_in_svgps_terms(da
     for model_class in (fv.VIConcave, fv.VIJJ):
         model = model_class(kernel, likelihood, Z, q_diag=True, q_sqrt=np.ones((len(Z), 2)))
         assert model._target_columns == 2
+
+
+@pytest.mark.parametrize(
+    "model_class", [*CLOSED_FORM, fv.VIConcave, fv.PolyaGammaSVGP], ids=lambda c: c.__name__
+)
+def test_the_q_u_a_loss_stored_is_the_one_its_frame_records(model_class, data):
+    """After a full-data training_loss the frame belongs to the stored q(u), so the next
+    evaluation keeps or refuses its q(u) by its loss. q_sqrt's positive transform moves the last
+    bit of what is assigned, and a record of the values given never matched: every evaluation,
+    a line search's wild trial point too, then took over q(u)."""
+    X, Y = data
+    model = model_class(
+        gpflow.kernels.SquaredExponential(),
+        FACTORIES[model_class](data, X[:8]).likelihood,
+        X[:8].copy(),
+        q_diag=True,
+    )
+    model.training_loss(data)
+    frame = model._q_frame
+    assert bool(
+        frame.belongs_to(tf.convert_to_tensor(model.q_mu), tf.convert_to_tensor(model.q_sqrt))
+    )

@@ -92,11 +92,14 @@ class QFrame:
     def store(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
         """
         Assign the model's ``q_mu`` and ``q_sqrt`` (in its stored frame), set at the current
-        hyperparameters, and record them here.
+        hyperparameters, and record them here as the parameters read them back: ``q_sqrt`` of
+        ``q_diag=True`` is held through its positive transform, whose round trip can move the
+        last bit, and a record of the values given would then never belong to the model's q(u).
         """
-        self.model.q_mu.assign(q_mu)
-        self.model.q_sqrt.assign(q_sqrt)
-        self.set(q_mu, q_sqrt)
+        model = self.model
+        model.q_mu.assign(q_mu)
+        model.q_sqrt.assign(q_sqrt)
+        self.set(tf.convert_to_tensor(model.q_mu), tf.convert_to_tensor(model.q_sqrt))
 
     def start_here(self) -> None:
         """
