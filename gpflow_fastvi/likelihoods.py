@@ -120,8 +120,9 @@ MULTI_CLASS_LIKELIHOODS: tuple = (
 """Likelihoods of one of C classes per point, each with ``num_classes`` and labels in {0, …, C − 1}."""
 
 MULTI_CLASS_HINT = (
-    "For C classes use VIConcave or VITaylor with gpflow.likelihoods.Softmax(C), or "
-    "PolyaGammaSVGP with gpflow_fastvi.likelihoods.LogisticSoftmax(C), and num_latent_gps=C."
+    "For C classes use VIConcave with gpflow.likelihoods.Softmax(C) or MultiClass(C), VITaylor "
+    "with Softmax(C), or PolyaGammaSVGP with gpflow_fastvi.likelihoods.LogisticSoftmax(C), and "
+    "num_latent_gps=C."
 )
 """What the errors of the binary and scalar models say to use for a multi-class problem."""
 

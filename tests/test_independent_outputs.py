@@ -67,7 +67,7 @@ def test_binary_outputs_are_the_sum_of_one_model_per_column(model_class, rng):
     np.testing.assert_allclose(
         model.predict_y(X[:5])[0],
         np.hstack([s.predict_y(X[:5])[0] for s in singles]),
-        rtol=1e-7,
+        rtol=1e-6,  # VIConcave's steps end at a tolerance, on the sum over the outputs
     )
 
 

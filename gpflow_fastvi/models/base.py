@@ -46,7 +46,7 @@ and returns the batch's estimate of the sites' ELBO at the new q(u) (:mod:`.natu
 compare with :class:`gpflow.models.SVGP`.
 """
 
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import gpflow
 import tensorflow as tf
@@ -131,6 +131,10 @@ class GaussianSitesModel(ClosedFormSiteModel):
                                                   ``passes.sum_over_data``
     ============================================  ===============================================
     """
+
+    _full_data_loss_steps: ClassVar[int] = FULL_DATA_STEPS
+    """The closed-form steps one full-data :meth:`training_loss` takes (at most, for a model whose
+    steps end once they settle)."""
 
     def __init__(
         self,
@@ -252,7 +256,7 @@ class GaussianSitesModel(ClosedFormSiteModel):
             return self._mini_batch_loss_step(data)
 
         def loss() -> tf.Tensor:
-            stepped = self._closed_form_steps(data, FULL_DATA_STEPS)
+            stepped = self._closed_form_steps(data, self._full_data_loss_steps)
             value = self._q_frame.adopt_unless_worse(
                 -(stepped.objective + self.log_prior_density()), lambda: self._adopt(stepped)
             )

@@ -6,6 +6,7 @@ import gpflow
 import tensorflow as tf
 from check_shapes import check_shapes, inherit_check_shapes
 
+from ..exceptions import IncompatibleLikelihoodError
 from ..likelihoods import log_density_ceiling, one_hot_of_checked_classes
 from ..model_checks import check_log_concave, check_scalar_likelihood
 from ..sites.taylor import softmax_derivatives, taylor_sites
@@ -89,6 +90,13 @@ class VITaylor(GaussianSitesModel):
             return gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
         if isinstance(likelihood, cls._multi_class_likelihoods):
             return likelihood
+        if isinstance(likelihood, gpflow.likelihoods.MultiClass):
+            raise IncompatibleLikelihoodError(
+                "VITaylor expands log p(y | f) to second order at a point, and MultiClass's "
+                "RobustMax is flat almost everywhere: its derivatives there are 0. Use VIConcave, "
+                "which takes MultiClass(C) (its sites come from GPflow's quadrature over q(f)), "
+                "or VITaylor with gpflow.likelihoods.Softmax(C)."
+            )
         check_scalar_likelihood(likelihood, "VITaylor")
         check_log_concave(likelihood, "VITaylor")
         return likelihood
