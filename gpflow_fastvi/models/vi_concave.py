@@ -129,6 +129,7 @@ class VIConcave(GaussianSitesModel):
     _objective_is_bound = True
     _multi_class_likelihoods = (gpflow.likelihoods.Softmax, gpflow.likelihoods.MultiClass)
     _independent_outputs = True
+    _full_data_loss_steps = LOSS_STEPS
 
     @classmethod
     def _checked_likelihood(
@@ -150,8 +151,8 @@ class VIConcave(GaussianSitesModel):
     def _shift_removed(self, q: WhitenedQ) -> WhitenedQ:
         """
         q(v) as a step left it, or for the softmax and RobustMax with the common shift of its
-        latent functions removed (:func:`~gpflow_fastvi.gaussian.natural.centred_q`): the softmax and its
-        bound see only differences between classes, so this only raises the ELBO, and the steps
+        latent functions removed (:func:`~gpflow_fastvi.gaussian.natural.centred_q`): both see
+        only differences between classes, so this only raises the ELBO, and the steps
         need not crawl along a direction the likelihood cannot see (on digits, 25 steps had not
         found it from p(u) at a kernel variance of 100).
         """
@@ -272,8 +273,6 @@ class VIConcave(GaussianSitesModel):
         :meth:`update_sites`'s, halved until the ELBO does not fall.
         """
         return self._ascent(self._passes.training_data(data), num_updates, site_parameters, True)
-
-    _full_data_loss_steps = LOSS_STEPS
 
     def _closed_form_steps(
         self, data: Data, num_updates: int, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None
@@ -487,12 +486,12 @@ class VIConcave(GaussianSitesModel):
             )
             elbo_try, stats, held_try = evaluate(q_try)
             taken = elbo_try >= elbo - ROUND_OFF * tf.maximum(one, tf.abs(elbo))
-            stuck = ~taken & (halvings >= MAX_HALVINGS)
+            ended = ~taken & (halvings >= MAX_HALVINGS)  # stuck: no ρ raises the ELBO
             if settled is not None:  # a step taken that barely raised the ELBO is the last
                 gain = elbo_try - elbo
-                stuck |= taken & ~is_start & (gain <= settled * tf.maximum(one, tf.abs(elbo)))
-            moved_on = (taken | is_start) & ~stuck  # every start is evaluated once, taken or not
-            steps = tf.where(moved_on, steps + 1, tf.where(stuck, num_updates, steps))
+                ended |= taken & ~is_start & (gain <= settled * tf.maximum(one, tf.abs(elbo)))
+            moved_on = (taken | is_start) & ~ended  # every start is evaluated once, taken or not
+            steps = tf.where(moved_on, steps + 1, tf.where(ended, num_updates, steps))
             halvings = tf.where(moved_on, 0, halvings + 1)
             keep = lambda new, old: tf.where(taken, new, old)  # noqa: E731
             target = tf.nest.map_structure(keep, site_target(stats, one), target)
