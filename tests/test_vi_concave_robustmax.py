@@ -116,3 +116,41 @@ def test_the_loss_that_scipy_reads_has_the_gradient_of_its_values(notebook_data)
 def test_vitaylor_refuses_multiclass_and_names_vi_concave(notebook_data):
     with pytest.raises(fv.IncompatibleLikelihoodError, match="Use VIConcave, which takes Multi"):
         notebook_model(fv.VITaylor, notebook_data[0])
+
+
+def _compiled_with_unknown_shapes(model):
+    """The model's ELBO traced once for data of any shape, as GPflow's dynamic-shape test does."""
+    spec = tf.TensorSpec(shape=None, dtype=gpflow.default_float())
+    return tf.function(lambda data: model.elbo(data), input_signature=[(spec, spec)])
+
+
+def test_multiclass_loss_compiled_with_unknown_shapes_trains(notebook_data):
+    """A loss traced with no static shapes runs, and Scipy's compiled run on it converges."""
+    X, Y = notebook_data
+    model = fv.VIConcave(
+        gpflow.kernels.SquaredExponential(),
+        gpflow.likelihoods.MultiClass(C),
+        X[::10].copy(),
+        num_latent_gps=C,
+    )
+    set_trainable(model.inducing_variable, False)
+    elbo = _compiled_with_unknown_shapes(model)
+    result = gpflow.optimizers.Scipy().minimize(
+        tf.function(lambda: -elbo((X, Y))), model.trainable_variables, compile=True
+    )
+    assert result.success, result.message
+    np.testing.assert_allclose(-result.fun, float(model.elbo((X, Y))), rtol=1e-6)
+    assert float(model.elbo((X[:7], Y[:7]))) < 0  # the same graph on other shapes
+
+
+def test_labels_that_are_not_classes_are_refused_in_a_graph_of_unknown_shapes(notebook_data):
+    """GPflow's RobustMax truncates a label such as 0.99 to class 0; a model names the fault."""
+    X, Y = notebook_data
+    model = fv.VIConcave(
+        gpflow.kernels.SquaredExponential(),
+        gpflow.likelihoods.MultiClass(C),
+        X[::10].copy(),
+        num_latent_gps=C,
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match="labels must be integer classes"):
+        _compiled_with_unknown_shapes(model)((X, Y + 0.5))
