@@ -29,6 +29,30 @@ def is_logit_bernoulli(likelihood: gpflow.likelihoods.Likelihood) -> bool:
     )
 
 
+INDEPENDENT_OUTPUT_KERNELS: Tuple[type, ...] = (
+    gpflow.kernels.SharedIndependent,
+    gpflow.kernels.SeparateIndependent,
+)
+"""GPflow's multi-output kernels whose outputs are independent GPs, one per latent function."""
+
+INDEPENDENT_OUTPUT_INDUCING: Tuple[type, ...] = (
+    gpflow.inducing_variables.SharedIndependentInducingVariables,
+    gpflow.inducing_variables.SeparateIndependentInducingVariables,
+)
+"""GPflow's multi-output inducing variables with inducing values of each output, u_l = f_l(Z_l)."""
+
+
+def _output_count(part: Any) -> Optional[int]:
+    """How many outputs a multi-output kernel or inducing variable fixes (``None``: any)."""
+    if isinstance(part, gpflow.kernels.SharedIndependent):
+        return int(part.output_dim)
+    if isinstance(part, gpflow.kernels.SeparateIndependent):
+        return len(part.kernels)
+    if isinstance(part, gpflow.inducing_variables.SeparateIndependentInducingVariables):
+        return len(part.inducing_variable_list)
+    return None
+
+
 def check_svgp_options(
     model: str,
     kernel: gpflow.kernels.Kernel,
@@ -36,40 +60,60 @@ def check_svgp_options(
     latent: int,
 ) -> None:
     """
-    Raise :class:`UnsupportedConfigurationError` for the options of :class:`gpflow.models.SVGP`
-    that the models cannot take: a multi-output kernel or inducing variable other than GPflow's
-    spelling of what the models do, one kernel and one set of inducing inputs shared by every
-    latent function (a :class:`~gpflow.kernels.SharedIndependent` kernel with
-    :class:`~gpflow.inducing_variables.SharedIndependentInducingVariables`, one output per
-    latent function of the ``latent`` the model has, or a single-output kernel with inducing
-    points, as in SVGP(num_latent_gps=C)).
+    Raise :class:`UnsupportedConfigurationError` for the priors of :class:`gpflow.models.SVGP`
+    that the models cannot take. They take latent functions that are independent GPs: a
+    single-output kernel with inducing points (one kernel and one Z shared by the ``latent``
+    functions, as in SVGP(num_latent_gps=C)), or GPflow's multi-output spelling of independent
+    outputs, a :class:`~gpflow.kernels.SharedIndependent` or
+    :class:`~gpflow.kernels.SeparateIndependent` kernel with
+    :class:`~gpflow.inducing_variables.SharedIndependentInducingVariables` or
+    :class:`~gpflow.inducing_variables.SeparateIndependentInducingVariables` (a kernel or a Z of
+    each output's own, as many inducing inputs each), one output per latent function. Outputs
+    mixed by a matrix (:class:`~gpflow.kernels.LinearCoregionalization`) and GPflow's fallback of
+    one q(u) over every output's inducing values are refused with their reasons.
     """
-    shared = (
-        "a single-output kernel with inducing points (an array Z [M, D] or InducingPoints), or "
-        "GPflow's SharedIndependent kernel with SharedIndependentInducingVariables: one kernel "
-        "and one Z shared by the latent functions"
+    multi_kernel = isinstance(kernel, gpflow.kernels.MultioutputKernel)
+    multi_inducing = isinstance(
+        inducing_variable, gpflow.inducing_variables.MultioutputInducingVariables
     )
-    if isinstance(kernel, gpflow.kernels.SharedIndependent) and isinstance(
-        inducing_variable, gpflow.inducing_variables.SharedIndependentInducingVariables
-    ):
-        if kernel.output_dim != latent:
-            raise UnsupportedConfigurationError(
-                f"{model} with SharedIndependent(output_dim={kernel.output_dim}) has one latent "
-                f"function per output, num_latent_gps={kernel.output_dim}; it has {latent} here."
-            )
+    if not multi_kernel and not multi_inducing:
         return
-    if isinstance(kernel, gpflow.kernels.MultioutputKernel):
+    if isinstance(kernel, gpflow.kernels.LinearCoregionalization):
         raise UnsupportedConfigurationError(
-            f"{model} takes {shared}; got the multi-output kernel {type(kernel).__name__} with "
-            f"{type(inducing_variable).__name__}. Use gpflow.models.SVGP for a kernel or Z of "
-            "its own per output, or outputs mixed by a matrix."
+            f"{model} takes latent functions that are independent GPs; LinearCoregionalization "
+            "mixes them into the outputs by a matrix W, so each output's likelihood term couples "
+            "every latent function and its Gaussian sites are no longer one per latent function. "
+            "Use gpflow.models.SVGP for it, or SeparateIndependent kernels (one per output)."
         )
-    if isinstance(inducing_variable, gpflow.inducing_variables.MultioutputInducingVariables):
+    if not isinstance(kernel, INDEPENDENT_OUTPUT_KERNELS) or not isinstance(
+        inducing_variable, INDEPENDENT_OUTPUT_INDUCING
+    ):
         raise UnsupportedConfigurationError(
-            f"{model} takes {shared}; got the multi-output inducing variable "
-            f"{type(inducing_variable).__name__} with {type(kernel).__name__}. Use "
-            "gpflow.models.SVGP for multi-output inducing variables."
+            f"{model} takes independent outputs as GPflow spells them, a SharedIndependent or "
+            "SeparateIndependent kernel with SharedIndependentInducingVariables or "
+            "SeparateIndependentInducingVariables (or a single-output kernel with inducing "
+            f"points); got {type(kernel).__name__} with {type(inducing_variable).__name__}, for "
+            "which GPflow falls back to one q(u) over the inducing values of every output "
+            "together. Wrap the inducing points in SharedIndependentInducingVariables, or use "
+            "gpflow.models.SVGP."
         )
+    for part in (kernel, inducing_variable):
+        count = _output_count(part)
+        if count is not None and count != latent:
+            raise UnsupportedConfigurationError(
+                f"{model}'s {type(part).__name__} has {count} outputs, one per latent function; "
+                f"the model has {latent} latent functions (num_latent_gps, or the likelihood's "
+                "classes)."
+            )
+    if isinstance(
+        inducing_variable, gpflow.inducing_variables.SeparateIndependentInducingVariables
+    ):
+        sizes = {int(part.num_inducing) for part in inducing_variable.inducing_variable_list}
+        if len(sizes) > 1:
+            raise UnsupportedConfigurationError(
+                f"{model} takes as many inducing inputs for every output; "
+                f"SeparateIndependentInducingVariables holds {sorted(sizes)}."
+            )
 
 
 def svgp_num_latent_gps(num_latent_gps: int, q_sqrt: Any, q_diag: bool) -> int:

@@ -199,9 +199,11 @@ def check_input_columns(
     """
     An :class:`InvalidDataError` naming ``what`` unless X [N, D] has as many columns as the
     inducing inputs Z (those shared by the outputs for GPflow's
-    ``SharedIndependentInducingVariables``; an inducing variable without ``Z`` is not checked).
+    ``SharedIndependentInducingVariables``, the first output's for
+    ``SeparateIndependentInducingVariables``; an inducing variable without ``Z`` is not checked).
     """
-    Z = getattr(getattr(inducing_variable, "inducing_variable", inducing_variable), "Z", None)
+    inner = getattr(inducing_variable, "inducing_variable_list", [inducing_variable])[0]
+    Z = getattr(getattr(inner, "inducing_variable", inner), "Z", None)
     if Z is not None and X.shape[1] != Z.shape[-1]:
         raise InvalidDataError(
             f"{what} have {X.shape[1]} features; the model's inducing inputs have {Z.shape[-1]}."

@@ -123,17 +123,128 @@ def test_gpflows_shared_multi_output_spelling_is_the_same_model(model_class, rng
                 np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-12)
 
 
-def test_multi_output_configurations_that_are_not_shared_are_refused_by_name(rng):
+def _separate_parts(kind, Z, P):
+    """GPflow's independent multi-output priors with a part of each output's own: a kernel per
+    output, a Z per output, or both (the kernels' lengthscales differ, the Z are shifted)."""
+    kernels = [gpflow.kernels.Matern52(lengthscales=0.7 + 0.3 * p) for p in range(P)]
+    points = [gpflow.inducing_variables.InducingPoints(Z + 0.1 * p) for p in range(P)]
+    if kind == "kernels":
+        return (
+            gpflow.kernels.SeparateIndependent(kernels),
+            gpflow.inducing_variables.SharedIndependentInducingVariables(points[0]),
+        )
+    if kind == "inducing":
+        return (
+            gpflow.kernels.SharedIndependent(gpflow.kernels.Matern52(), output_dim=P),
+            gpflow.inducing_variables.SeparateIndependentInducingVariables(points),
+        )
+    return (
+        gpflow.kernels.SeparateIndependent(kernels),
+        gpflow.inducing_variables.SeparateIndependentInducingVariables(points),
+    )
+
+
+@pytest.mark.parametrize("kind", ["kernels", "inducing", "both"])
+@pytest.mark.parametrize("whiten", [True, False])
+@pytest.mark.parametrize("model_class", MODELS, ids=lambda c: c.__name__)
+def test_separate_priors_step_to_svgps_optimum_and_predict_as_svgp(model_class, whiten, kind, rng):
+    """With a kernel or a Z of each output's own and a Gaussian likelihood, one step lands on
+    SVGP's optimal q(u): GPflow's natural-gradient step of size 1 from there moves SVGP's ELBO by
+    nothing, the ELBO and its θ-gradient are SVGP's at the same q(u), and so are the predictions
+    for all four covariance options."""
+    X, F = _outputs(rng)
+    Y = F + 0.2 * rng.normal(size=F.shape)
+    Z = np.linspace(-3.0, 3.0, 7)[:, None]
+    model = model_class(
+        *_separate_parts(kind, Z, 3)[:1],
+        gpflow.likelihoods.Gaussian(0.1),
+        _separate_parts(kind, Z, 3)[1],
+        num_latent_gps=3,
+        whiten=whiten,
+    )
+    model.update_sites(1, data=(X, Y))
+    kernel, inducing_variable = _separate_parts(kind, Z, 3)
+    svgp = gpflow.models.SVGP(
+        kernel,
+        gpflow.likelihoods.Gaussian(0.1),
+        inducing_variable,
+        num_latent_gps=3,
+        whiten=whiten,
+        q_mu=model.q_mu.numpy(),
+        q_sqrt=model.q_sqrt.numpy(),
+    )
+    elbo = float(svgp.elbo((X, Y)))
+    np.testing.assert_allclose(float(model.elbo((X, Y))), elbo, rtol=1e-10)
+    ours = tf.GradientTape()
+    with ours:
+        our_elbo = model.elbo((X, Y))
+    theirs = tf.GradientTape()
+    with theirs:
+        their_elbo = svgp.elbo((X, Y))
+    for a, b in zip(
+        ours.gradient(our_elbo, model.kernel.trainable_variables),
+        theirs.gradient(their_elbo, svgp.kernel.trainable_variables),
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-7)
+    for full_cov in (False, True):
+        for full_output_cov in (False, True):
+            ours_f = model.predict_f(X[:4], full_cov=full_cov, full_output_cov=full_output_cov)
+            theirs_f = svgp.predict_f(X[:4], full_cov=full_cov, full_output_cov=full_output_cov)
+            for a, b in zip(ours_f, theirs_f):
+                np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-12)
+    gpflow.set_trainable(svgp.q_mu, False)
+    gpflow.set_trainable(svgp.q_sqrt, False)
+    gpflow.optimizers.NaturalGradient(1.0).minimize(
+        svgp.training_loss_closure((X, Y)), [(svgp.q_mu, svgp.q_sqrt)]
+    )
+    np.testing.assert_allclose(float(svgp.elbo((X, Y))), elbo, rtol=1e-8)
+
+
+def test_a_kernel_per_class_trains_by_fit_to_a_higher_softmax_elbo_than_one_kernel(rng):
+    """Multi-class with a kernel of each class's own (GPflow's SeparateIndependent), the
+    classification user's case of separate priors: fit trains it, each class's lengthscale its
+    own, and it converges."""
+    N, C = 150, 3
+    X = rng.normal(size=(N, 2))
+    Y = np.argmax(X @ rng.normal(size=(2, C)) + 0.5 * rng.normal(size=(N, C)), axis=1)[:, None]
+    Z = gpflow.inducing_variables.SharedIndependentInducingVariables(
+        gpflow.inducing_variables.InducingPoints(X[::15].copy())
+    )
+    kernel = gpflow.kernels.SeparateIndependent(
+        [gpflow.kernels.SquaredExponential() for _ in range(C)]
+    )
+    model = fv.VIConcave(kernel, gpflow.likelihoods.Softmax(C), Z, num_latent_gps=C)
+    start = float(model.elbo((X, Y.astype(float))))
+    trace = fv.fit(model, (X, Y.astype(float)), max_iter=60)
+    assert trace.stop_reason == "converged"
+    assert float(model.elbo((X, Y.astype(float)))) > start + 10.0
+    lengthscales = [float(k.lengthscales.numpy()) for k in model.kernel.kernels]
+    assert len(set(np.round(lengthscales, 6))) == C
+
+
+def test_multi_output_configurations_that_are_not_independent_outputs_are_refused_by_name(rng):
     Z = np.linspace(-3.0, 3.0, 9)[:, None]
     likelihood = gpflow.likelihoods.Gaussian()
     kernel, inducing_variable = _shared_parts(Z, 3)
-    with pytest.raises(fv.UnsupportedConfigurationError, match=r"num_latent_gps=3"):
+    with pytest.raises(fv.UnsupportedConfigurationError, match=r"has 3 outputs"):
         fv.VIConcave(kernel, likelihood, inducing_variable, num_latent_gps=2)
-    separate = gpflow.kernels.SeparateIndependent([gpflow.kernels.Matern52() for _ in range(3)])
-    with pytest.raises(fv.UnsupportedConfigurationError, match="SeparateIndependent"):
-        fv.VIConcave(separate, likelihood, inducing_variable, num_latent_gps=3)
-    with pytest.raises(fv.UnsupportedConfigurationError, match="SharedIndependent with"):
+    mixed = gpflow.kernels.LinearCoregionalization(
+        [gpflow.kernels.Matern52() for _ in range(2)], W=np.ones((3, 2))
+    )
+    with pytest.raises(fv.UnsupportedConfigurationError, match="LinearCoregionalization mixes"):
+        fv.VIConcave(mixed, likelihood, inducing_variable, num_latent_gps=2)
+    with pytest.raises(fv.UnsupportedConfigurationError, match="falls back to one q"):
         fv.VIConcave(kernel, likelihood, Z, num_latent_gps=3)
+    uneven = gpflow.inducing_variables.SeparateIndependentInducingVariables(
+        [gpflow.inducing_variables.InducingPoints(Z[: 9 - p]) for p in range(3)]
+    )
+    with pytest.raises(fv.UnsupportedConfigurationError, match="as many inducing inputs"):
+        fv.VIConcave(kernel, likelihood, uneven, num_latent_gps=3)
+    separate, per_output = _separate_parts("both", Z, 3)
+    model = fv.VIConcave(separate, likelihood, per_output, num_latent_gps=3)
+    X = np.linspace(-3.0, 3.0, 30)[:, None]
+    with pytest.raises(fv.UnsupportedConfigurationError, match="greedy_rounds selects one"):
+        fv.fit(model, (X, np.zeros((30, 3))), greedy_rounds=2)
 
 
 @pytest.mark.slow

@@ -109,7 +109,7 @@ def is_finite_factor(L: tf.Tensor) -> tf.Tensor:
     return tf.reduce_all(tf.math.is_finite(tf.linalg.diag_part(L)))
 
 
-@check_shapes("K: [M, M]", "return: []")
+@check_shapes("K: [batch..., M, M]", "return: []")
 def is_factorisable(K: tf.Tensor) -> tf.Tensor:
     """Whether :func:`robust_cholesky` succeeds on K (a boolean scalar tensor; no gradient)."""
     return is_finite_factor(escalating_cholesky(tf.stop_gradient(K)))

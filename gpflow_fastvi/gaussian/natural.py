@@ -68,7 +68,7 @@ class NaturalParameters(NamedTuple):
 @check_shapes(
     "q_mu: [M, L]",
     "q_sqrt: [L, M, M]",
-    "L: [M, M]",
+    "L: [outputs..., M, M]",
     "return.m: [M, L]",
     "return.R: [L, M, M]",
 )
@@ -76,12 +76,13 @@ def whitened_q(q_mu: tf.Tensor, q_sqrt: tf.Tensor, L: tf.Tensor, whiten: bool) -
     """
     GPflow's ``(q_mu, q_sqrt)`` as q(v) = N(m, R Rᵀ) in the whitened frame: unchanged when they are
     stored whitened, else m = L⁻¹ μ and R = L⁻¹ S½ (still lower triangular). Tensors either way
-    (not GPflow's parameters), so that the result nests as a structure of tensors.
+    (not GPflow's parameters), so that the result nests as a structure of tensors. ``L`` is one
+    factor shared by the latent functions [M, M], or one of each [L, M, M].
     """
     q_mu, q_sqrt = tf.convert_to_tensor(q_mu), tf.convert_to_tensor(q_sqrt)
     if whiten:
         return WhitenedQ(m=q_mu, R=q_sqrt)
-    m = tf.linalg.triangular_solve(L, q_mu, lower=True)
+    m = latent_columns(tf.linalg.triangular_solve(L, latent_batch(q_mu), lower=True))
     R = tf.linalg.triangular_solve(L, q_sqrt, lower=True)
     return WhitenedQ(m=m, R=R)
 
@@ -112,7 +113,7 @@ def mean_field_sqrt(q_sqrt: tf.Tensor) -> tf.Tensor:
 @check_shapes(
     "q.m: [M, L]",
     "q.R: [L, M, M]",
-    "L: [M, M]",
+    "L: [outputs..., M, M]",
     "return[0]: [M, L]",
     "return[1]: [L, M, M]",
 )
@@ -120,12 +121,12 @@ def stored_q(q: WhitenedQ, L: tf.Tensor, whiten: bool) -> Tuple[tf.Tensor, tf.Te
     """The inverse of :func:`whitened_q`: q(v) as GPflow's ``(q_mu, q_sqrt)``."""
     if whiten:
         return q.m, q.R
-    return tf.linalg.matmul(L, q.m), tf.linalg.matmul(L, q.R)
+    return latent_columns(tf.linalg.matmul(L, latent_batch(q.m))), tf.linalg.matmul(L, q.R)
 
 
 @check_shapes(
-    "A: [M, N]",
-    "Ktilde_diag: [N]",
+    "A: [outputs..., M, N]",
+    "Ktilde_diag: [N, outputs...]",
     "q.m: [M, L]",
     "q.R: [L, M, M]",
     "return[0]: [N, L]",
@@ -142,7 +143,9 @@ def marginals(A: tf.Tensor, Ktilde_diag: tf.Tensor, q: WhitenedQ) -> Tuple[tf.Te
     return projected_marginals(A, Ktilde_diag, q.m, RtA)
 
 
-@check_shapes("A: [M, N]", "Knn: [N, N]", "R: [L, M, M]", "return: [L, N, N]")
+@check_shapes(
+    "A: [outputs..., M, N]", "Knn: [outputs..., N, N]", "R: [L, M, M]", "return: [L, N, N]"
+)
 def marginal_covariance(A: tf.Tensor, Knn: tf.Tensor, R: tf.Tensor) -> tf.Tensor:
     """
     The covariance of g_l at the points whose projection is A = L⁻¹ Kmn under q(v_l) =
@@ -208,8 +211,8 @@ all three [N, L], one column per latent function."""
 
 
 @check_shapes(
-    "projection.A: [M, N]",
-    "projection.Ktilde_diag: [N]",
+    "projection.A: [outputs..., M, N]",
+    "projection.Ktilde_diag: [N, outputs...]",
     "prior_mean: [broadcast N, broadcast L]",
     "q.m: [M, L]",
     "return: []",
@@ -313,8 +316,8 @@ def q_from_natural(natural: NaturalParameters) -> WhitenedQ:
 
 
 @check_shapes(
-    "projection.A: [M, N]",
-    "projection.Ktilde_diag: [N]",
+    "projection.A: [outputs..., M, N]",
+    "projection.Ktilde_diag: [N, outputs...]",
     "prior_mean: [broadcast N, broadcast L]",
     "q.m: [M, L]",
 )

@@ -53,7 +53,7 @@ def optimal_whitened_q(factors: CollapsedFactors) -> Tuple[tf.Tensor, tf.Tensor]
 @check_shapes(
     "factors.LB: [L, M, M]",
     "factors.c: [M, L]",
-    "L: [M, M]",
+    "L: [outputs..., M, M]",
     "return[0]: [M, L]",
     "return[1]: [L, M, M]",
 )
@@ -66,14 +66,14 @@ def optimal_q(factors: CollapsedFactors, L: tf.Tensor, whiten: bool) -> Tuple[tf
     """
     q_mu, q_sqrt = optimal_whitened_q(factors)  # B⁻¹ A b and a square root of B⁻¹
     if not whiten:
-        q_mu = tf.linalg.matmul(L, q_mu)  # μ = L μᵥ
+        q_mu = latent_columns(tf.linalg.matmul(L, latent_batch(q_mu)))  # μ = L μᵥ
         q_sqrt = tf.linalg.matmul(L, q_sqrt)  # L R, lower triangular
     return q_mu, q_sqrt
 
 
 @check_shapes(
-    "A: [M, N]",
-    "Ktilde_diag: [N]",
+    "A: [outputs..., M, N]",
+    "Ktilde_diag: [N, outputs...]",
     "factors.LB: [L, M, M]",
     "factors.c: [M, L]",
     "return[0]: [N, L]",

@@ -24,6 +24,23 @@ from ..types import Sites, SiteStatistics
 from .cholesky import robust_cholesky
 
 
+def separate_outputs(
+    kernel: gpflow.kernels.Kernel,
+    inducing_variable: gpflow.inducing_variables.InducingVariables,
+) -> bool:
+    """
+    Whether each latent function has a prior of its own: a
+    :class:`~gpflow.kernels.SeparateIndependent` kernel (a kernel per output), or
+    :class:`~gpflow.inducing_variables.SeparateIndependentInducingVariables` (a Z per output). Then
+    Kmm, its factor L and the projection A carry a leading axis of the L latent functions
+    ([L, M, M], [L, M, N]) where a shared prior has none; every function of the shared algebra
+    takes both layouts.
+    """
+    return isinstance(kernel, gpflow.kernels.SeparateIndependent) or isinstance(
+        inducing_variable, gpflow.inducing_variables.SeparateIndependentInducingVariables
+    )
+
+
 def single_output_parts(
     kernel: gpflow.kernels.Kernel,
     inducing_variable: gpflow.inducing_variables.InducingVariables,
@@ -33,8 +50,11 @@ def single_output_parts(
     given, or the ones inside GPflow's multi-output spelling of the same prior, a
     :class:`~gpflow.kernels.SharedIndependent` kernel with
     :class:`~gpflow.inducing_variables.SharedIndependentInducingVariables` (one kernel and one Z
-    for all the outputs).
+    for all the outputs). Parts of each output's own (:func:`separate_outputs`) are returned as
+    given, for GPflow's multi-output covariances.
     """
+    if separate_outputs(kernel, inducing_variable):
+        return kernel, inducing_variable
     if isinstance(kernel, gpflow.kernels.SharedIndependent):
         kernel = kernel.kernel
     if isinstance(inducing_variable, gpflow.inducing_variables.SharedIndependentInducingVariables):
@@ -42,15 +62,43 @@ def single_output_parts(
     return kernel, inducing_variable
 
 
-@check_shapes("return: [M, M]")
+@check_shapes("return: [outputs..., M, M]")
 def kmm_cholesky(
     kernel: gpflow.kernels.Kernel,
     inducing_variable: gpflow.inducing_variables.InducingVariables,
 ) -> tf.Tensor:
-    """L = chol(Kmm + jitter), with GPflow's jitter first and more only if that fails."""
+    """
+    L = chol(Kmm + jitter), with GPflow's jitter first and more only if that fails: [M, M] for a
+    prior the latent functions share, [L, M, M] for priors of their own (:func:`separate_outputs`).
+    """
     kernel, inducing_variable = single_output_parts(kernel, inducing_variable)
     Kmm = gpflow.covariances.Kuu(inducing_variable, kernel)
     return robust_cholesky(Kmm, what="Kmm")
+
+
+@check_shapes("X: [N, D]", "return: [N, outputs...]")
+def prior_variances(kernel: gpflow.kernels.Kernel, X: tf.Tensor) -> tf.Tensor:
+    """The prior variances Knn,ᵢᵢ: [N] for a single-output kernel, [N, L] for GPflow's
+    multi-output one (what :func:`single_output_parts` leaves of separate priors)."""
+    if isinstance(kernel, gpflow.kernels.MultioutputKernel):
+        return kernel(X, full_cov=False, full_output_cov=False)
+    return kernel(X, full_cov=False)
+
+
+@check_shapes("X: [N, D]", "return: [outputs..., N, N]")
+def prior_covariance(kernel: gpflow.kernels.Kernel, X: tf.Tensor) -> tf.Tensor:
+    """The prior covariance Knn: [N, N] for a single-output kernel, [L, N, N] for GPflow's
+    multi-output one (:func:`prior_variances`)."""
+    if isinstance(kernel, gpflow.kernels.MultioutputKernel):
+        return kernel(X, full_cov=True, full_output_cov=False)
+    return kernel(X, full_cov=True)
+
+
+@check_shapes("Ktilde_diag: [N, outputs...]", "return: [N, broadcast L]")
+def per_latent(Ktilde_diag: tf.Tensor) -> tf.Tensor:
+    """A per-point quantity of the prior ([N], shared; [N, L], a prior per output) as a column
+    [N, 1] or columns [N, L] that broadcast against the sites [N, L]."""
+    return Ktilde_diag[:, None] if Ktilde_diag.shape.rank == 1 else Ktilde_diag
 
 
 @check_shapes("L: [batch..., M, M]", "return: [batch..., M, M]")
@@ -82,22 +130,22 @@ class Projection(NamedTuple):
     """
 
     A: tf.Tensor
-    """A = L⁻¹ Kmn, shape [M, N]."""
+    """A = L⁻¹ Kmn, shape [M, N] ([L, M, N] for a prior per latent function)."""
     Ktilde_diag: tf.Tensor
-    """diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ, shape [N] (:func:`unexplained_variance`)."""
+    """diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ, shape [N] ([N, L]) (:func:`unexplained_variance`)."""
     Kmn: tf.Tensor
-    """K(Z, X), shape [M, N]."""
+    """K(Z, X), shape [M, N] ([L, M, N])."""
     L: tf.Tensor
-    """chol(Kmm), shape [M, M]."""
+    """chol(Kmm), shape [M, M] ([L, M, M])."""
     Knn_diag: tf.Tensor
-    """The prior variances Knn,ᵢᵢ, shape [N]."""
+    """The prior variances Knn,ᵢᵢ, shape [N] ([N, L])."""
 
 
 @check_shapes(
     "X: [N, D]",
-    "L: [M, M]",
-    "return.A: [M, N]",
-    "return.Ktilde_diag: [N]",
+    "L: [outputs..., M, M]",
+    "return.A: [outputs..., M, N]",
+    "return.Ktilde_diag: [N, outputs...]",
 )
 def whitened_projection(
     kernel: gpflow.kernels.Kernel,
@@ -108,18 +156,25 @@ def whitened_projection(
     """
     A = L⁻¹ Kmn and diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ of the points ``X``, with what they are made of.
     K̃'s diagonal is formed here once, so that the site steps and the objective of one evaluation
-    do not each recompute ‖aᵢ‖² over the whole of A.
+    do not each recompute ‖aᵢ‖² over the whole of A. For priors of the latent functions' own
+    (:func:`separate_outputs`) every part has their axis: L⁻¹ Kmn is then one per latent function.
     """
+    separate = separate_outputs(kernel, inducing_variable)
     kernel, inducing_variable = single_output_parts(kernel, inducing_variable)
-    Kmn = gpflow.covariances.Kuf(inducing_variable, kernel, X)  # [M, N]
+    # The ranks are the layout every function below reads (an A per latent function or one):
+    # fixed here, as a graph traced for inputs of unknown shape would not know them.
+    outputs = [None] if separate else []
+    Kmn = tf.ensure_shape(
+        gpflow.covariances.Kuf(inducing_variable, kernel, X), outputs + [None] * 2
+    )
     A = tf.linalg.matmul(triangular_inverse(L), Kmn)  # A = L⁻¹ Kmn, as a product (see there)
-    Knn_diag = kernel(X, full_cov=False)
+    Knn_diag = tf.ensure_shape(prior_variances(kernel, X), [None] + outputs)
     return Projection(
         A=A, Ktilde_diag=unexplained_variance(A, Knn_diag), Kmn=Kmn, L=L, Knn_diag=Knn_diag
     )
 
 
-@check_shapes("A: [M, N]", "Knn_diag: [N]", "return: [N]")
+@check_shapes("A: [outputs..., M, N]", "Knn_diag: [N, outputs...]", "return: [N, outputs...]")
 def unexplained_variance(A: tf.Tensor, Knn_diag: tf.Tensor) -> tf.Tensor:
     """
     diag K̃ = Knn,ᵢᵢ − Qnn,ᵢᵢ with Qnn,ᵢᵢ = ‖aᵢ‖²: the prior variance of fᵢ that u does not explain.
@@ -128,16 +183,22 @@ def unexplained_variance(A: tf.Tensor, Knn_diag: tf.Tensor) -> tf.Tensor:
     near 0 is the usual cause), and is set to 0: left in, an optimiser would climb it to an
     arbitrarily large "bound".
     """
-    return tf.maximum(Knn_diag - tf.reduce_sum(tf.square(A), axis=0), 0.0)
+    explained = tf.reduce_sum(tf.square(A), axis=-2)  # ‖aᵢ‖²            [N] or [L, N]
+    if A.shape.rank == 3:
+        explained = tf.transpose(explained)  # [N, L], as the sites
+    return tf.maximum(Knn_diag - explained, 0.0)
 
 
-@check_shapes("batch: [L, K, M]", "A: [M, N]", "return: [L, K, N]")
+@check_shapes("batch: [L, K, M]", "A: [outputs..., M, N]", "return: [L, K, N]")
 def times_shared(batch: tf.Tensor, A: tf.Tensor) -> tf.Tensor:
     """
     batch_l A for each of the L matrices of ``batch``, as one product of the L stacked
     [L·K, M] with the shared A: on CPU one large product runs well above the rate of a
-    broadcast batch of them (on letter's [26, 100, 100] by [100, 16000] about 1.3 times).
+    broadcast batch of them (on letter's [26, 100, 100] by [100, 16000] about 1.3 times). With
+    an A per latent function, [L, M, N], the batched product batch_l A_l.
     """
+    if A.shape.rank == 3:
+        return tf.linalg.matmul(batch, A)
     L, K = tf.shape(batch)[0], tf.shape(batch)[1]
     stacked = tf.reshape(batch, [L * K, tf.shape(batch)[2]])
     return tf.reshape(tf.linalg.matmul(stacked, A), [L, K, tf.shape(A)[1]])
@@ -157,8 +218,8 @@ def latent_columns(v: tf.Tensor) -> tf.Tensor:
 
 
 @check_shapes(
-    "A: [M, N]",
-    "Ktilde_diag: [N]",
+    "A: [outputs..., M, N]",
+    "Ktilde_diag: [N, outputs...]",
     "mean: [M, L]",
     "root_A: [L, M, N]",
     "return[0]: [N, L]",
@@ -177,8 +238,11 @@ def projected_marginals(
     The one formula for marginals; callers differ only in the square root S they have at hand
     (Rᵀ for a stored q(v) = N(m, R Rᵀ), LB⁻¹ for the optimal q(v) with precision LB LBᵀ).
     """
-    Gmu = tf.linalg.matmul(A, mean, transpose_a=True)  # Aᵀ mean                            [N, L]
-    Gvar = Ktilde_diag[:, None] + tf.transpose(tf.reduce_sum(tf.square(root_A), axis=-2))
+    if A.shape.rank == 3:  # E[g_il] = a_liᵀ mean_l with an A of each latent function
+        Gmu = tf.transpose(tf.linalg.matmul(A, latent_batch(mean), transpose_a=True)[..., 0])
+    else:
+        Gmu = tf.linalg.matmul(A, mean, transpose_a=True)  # Aᵀ mean                        [N, L]
+    Gvar = per_latent(Ktilde_diag) + tf.transpose(tf.reduce_sum(tf.square(root_A), axis=-2))
     return Gmu, Gvar
 
 
@@ -201,8 +265,8 @@ def shift_sites(sites: Sites, prior_mean: tf.Tensor) -> Sites:
 
 
 @check_shapes(
-    "projection.A: [M, N]",
-    "projection.Ktilde_diag: [N]",
+    "projection.A: [outputs..., M, N]",
+    "projection.Ktilde_diag: [N, outputs...]",
     "sites.a: [N, L]",
     "sites.b: [N, L]",
     "sites.w: [N, L]",
@@ -232,8 +296,19 @@ def statistics_from_projection(projection: Projection, sites: Sites) -> SiteStat
     w̄_il = aᵢᵀ S_l aᵢ + t̄ K̃ᵢᵢ (one more such product, pruned from a graph that does not use it),
     b̄ = Aᵀ Ḡ and ā_il = the upstream of Σ a. A and diag K̃ themselves receive no gradient: theirs
     has been passed on to what they are made of.
+
+    With an A of each latent function ([L, M, N], :func:`separate_outputs`) nothing is shared to
+    fold the backward pass into: the same statistics are formed by batched products and
+    differentiated through A as TensorFlow differentiates them.
     """
     A, Ktilde_diag, Kmn, L, Knn_diag = projection
+    if A.shape.rank == 3:
+        return SiteStatistics(
+            AWAt=tf.linalg.matmul(A * tf.transpose(sites.w)[:, None, :], A, transpose_b=True),
+            Ab=latent_columns(tf.linalg.matmul(A, latent_batch(sites.b))),
+            sum_a=tf.reduce_sum(sites.a),
+            trace=tf.reduce_sum(sites.w * Ktilde_diag),
+        )
 
     @tf.custom_gradient
     def statistics(

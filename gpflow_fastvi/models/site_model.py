@@ -59,6 +59,7 @@ from ..gaussian import (
     marginal_covariance,
     marginals,
     mean_field_sqrt,
+    prior_covariance,
     robust_cholesky,
     single_output_parts,
     stored_q,
@@ -582,7 +583,7 @@ class SiteModel(SVGP):
         mean = Gmu + self.mean_function(Xnew)
         if full_cov:
             kernel, _ = single_output_parts(self.kernel, self.inducing_variable)
-            Knn = kernel(Xnew, full_cov=True)
+            Knn = prior_covariance(kernel, Xnew)  # [N, N], or [L, N, N] separate
             cov = marginal_covariance(projection.A, Knn, q.R)  # [L, N, N]
             if not full_output_cov:
                 return mean, cov

@@ -20,7 +20,8 @@ import gpflow
 import tensorflow as tf
 
 from ..distribution import set_trainable
-from ..gaussian import single_output_parts
+from ..exceptions import UnsupportedConfigurationError
+from ..gaussian import separate_outputs, single_output_parts
 from ..inducing import greedy_inducing_points
 from ..validation import check_data, positive_int
 from .plans import LBFGSStage, TrainingPlan
@@ -138,6 +139,12 @@ def alternate_with_greedy_selection(
         )
     # One column per output for a model of the package; GPflow's SGPR, one output.
     X, Y = check_data(data, getattr(model, "_target_columns", 1))
+    if separate_outputs(model.kernel, model.inducing_variable):
+        raise UnsupportedConfigurationError(
+            "greedy_rounds selects one set of inducing inputs for every latent function; this "
+            f"model has a kernel or inducing inputs of each output's own "
+            f"({type(model.kernel).__name__}, {type(model.inducing_variable).__name__})."
+        )
     kernel, points = single_output_parts(model.kernel, model.inducing_variable)
     M = points.Z.shape[0]
     with _inducing_inputs_held(model):
