@@ -85,6 +85,13 @@ def check_svgp_options(
             "every latent function and its Gaussian sites are no longer one per latent function. "
             "Use gpflow.models.SVGP for it, or SeparateIndependent kernels (one per output)."
         )
+    if not multi_kernel:
+        raise UnsupportedConfigurationError(
+            f"{model} got the multi-output inducing variable {type(inducing_variable).__name__} "
+            f"with the single-output kernel {type(kernel).__name__}: wrap the kernel in "
+            "SharedIndependent (or give a kernel per output in SeparateIndependent), or give "
+            "plain inducing points."
+        )
     if not isinstance(kernel, INDEPENDENT_OUTPUT_KERNELS) or not isinstance(
         inducing_variable, INDEPENDENT_OUTPUT_INDUCING
     ):
