@@ -115,10 +115,15 @@ def test_gpflows_shared_multi_output_spelling_is_the_same_model(model_class, rng
         q_mu=model.q_mu.numpy(),
         q_sqrt=model.q_sqrt.numpy(),
     )
+    _assert_predictions_equal(model, svgp, X[:4])
+
+
+def _assert_predictions_equal(model, svgp, X):
+    """predict_f of ``model`` and of GPflow's ``svgp`` agree at X for all four covariance options."""
     for full_cov in (False, True):
         for full_output_cov in (False, True):
-            ours = model.predict_f(X[:4], full_cov=full_cov, full_output_cov=full_output_cov)
-            theirs = svgp.predict_f(X[:4], full_cov=full_cov, full_output_cov=full_output_cov)
+            ours = model.predict_f(X, full_cov=full_cov, full_output_cov=full_output_cov)
+            theirs = svgp.predict_f(X, full_cov=full_cov, full_output_cov=full_output_cov)
             for a, b in zip(ours, theirs):
                 np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-12)
 
@@ -155,10 +160,11 @@ def test_separate_priors_step_to_svgps_optimum_and_predict_as_svgp(model_class, 
     X, F = _outputs(rng)
     Y = F + 0.2 * rng.normal(size=F.shape)
     Z = np.linspace(-3.0, 3.0, 7)[:, None]
+    model_kernel, model_inducing = _separate_parts(kind, Z, 3)
     model = model_class(
-        *_separate_parts(kind, Z, 3)[:1],
+        model_kernel,
         gpflow.likelihoods.Gaussian(0.1),
-        _separate_parts(kind, Z, 3)[1],
+        model_inducing,
         num_latent_gps=3,
         whiten=whiten,
     )
@@ -186,12 +192,7 @@ def test_separate_priors_step_to_svgps_optimum_and_predict_as_svgp(model_class, 
         theirs.gradient(their_elbo, svgp.kernel.trainable_variables),
     ):
         np.testing.assert_allclose(a, b, rtol=1e-7)
-    for full_cov in (False, True):
-        for full_output_cov in (False, True):
-            ours_f = model.predict_f(X[:4], full_cov=full_cov, full_output_cov=full_output_cov)
-            theirs_f = svgp.predict_f(X[:4], full_cov=full_cov, full_output_cov=full_output_cov)
-            for a, b in zip(ours_f, theirs_f):
-                np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-12)
+    _assert_predictions_equal(model, svgp, X[:4])
     gpflow.set_trainable(svgp.q_mu, False)
     gpflow.set_trainable(svgp.q_sqrt, False)
     gpflow.optimizers.NaturalGradient(1.0).minimize(

@@ -118,6 +118,16 @@ def test_vitaylor_refuses_multiclass_and_names_vi_concave(notebook_data):
         notebook_model(fv.VITaylor, notebook_data[0])
 
 
+def _plain_multiclass_model(X):
+    """VIConcave with MultiClass(C), a squared-exponential kernel and every tenth point as Z."""
+    return fv.VIConcave(
+        gpflow.kernels.SquaredExponential(),
+        gpflow.likelihoods.MultiClass(C),
+        X[::10].copy(),
+        num_latent_gps=C,
+    )
+
+
 def _compiled_with_unknown_shapes(model):
     """The model's ELBO traced once for data of any shape, as GPflow's dynamic-shape test does."""
     spec = tf.TensorSpec(shape=None, dtype=gpflow.default_float())
@@ -127,12 +137,7 @@ def _compiled_with_unknown_shapes(model):
 def test_multiclass_loss_compiled_with_unknown_shapes_trains(notebook_data):
     """A loss traced with no static shapes runs, and Scipy's compiled run on it converges."""
     X, Y = notebook_data
-    model = fv.VIConcave(
-        gpflow.kernels.SquaredExponential(),
-        gpflow.likelihoods.MultiClass(C),
-        X[::10].copy(),
-        num_latent_gps=C,
-    )
+    model = _plain_multiclass_model(X)
     set_trainable(model.inducing_variable, False)
     elbo = _compiled_with_unknown_shapes(model)
     result = gpflow.optimizers.Scipy().minimize(
@@ -146,11 +151,6 @@ def test_multiclass_loss_compiled_with_unknown_shapes_trains(notebook_data):
 def test_labels_that_are_not_classes_are_refused_in_a_graph_of_unknown_shapes(notebook_data):
     """GPflow's RobustMax truncates a label such as 0.99 to class 0; a model names the fault."""
     X, Y = notebook_data
-    model = fv.VIConcave(
-        gpflow.kernels.SquaredExponential(),
-        gpflow.likelihoods.MultiClass(C),
-        X[::10].copy(),
-        num_latent_gps=C,
-    )
+    model = _plain_multiclass_model(X)
     with pytest.raises(tf.errors.InvalidArgumentError, match="labels must be integer classes"):
         _compiled_with_unknown_shapes(model)((X, Y + 0.5))
