@@ -49,7 +49,7 @@ _CHECKED_STREAMS: "weakref.WeakKeyDictionary[tf.data.Dataset, weakref.ref]" = (
     weakref.WeakKeyDictionary()
 )
 
-"""The checked streams :meth:`DataPasses.checked_pass_stream` made, and the passes they are for
+"""The checked streams :meth:`DataPasses._checked_pass_stream` made, and the passes they are for
 (weakly, both ways): kept beside the models, not in them, so that a model
 deep-copies and pickles as SVGP does."""
 
@@ -95,7 +95,7 @@ class DataPasses:
                 )
             return CheckedData(*held)
         if isinstance(data, tf.data.Dataset):
-            return self.checked_pass_stream(data)
+            return self._checked_pass_stream(data)
         if not looks_like_data(data):
             error = InvalidDataError if isinstance(data, (tuple, list)) else TypeError
             raise error(
@@ -104,7 +104,7 @@ class DataPasses:
             )
         return self.checked_training_data(data)
 
-    def checked_pass_stream(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+    def _checked_pass_stream(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """
         A dataset that every pass of this model reads to its end, checked as it streams
         (:func:`~gpflow_fastvi.stream_validation.checked_stream`: finite values, Bernoulli
@@ -133,7 +133,7 @@ class DataPasses:
         return checked
 
     def _made_stream(self, data: Any) -> bool:
-        """Whether ``data`` is a stream that :meth:`checked_pass_stream` made for these passes."""
+        """Whether ``data`` is a stream that :meth:`_checked_pass_stream` made for these passes."""
         if not isinstance(data, tf.data.Dataset):
             return False
         passes = _CHECKED_STREAMS.get(data)
@@ -209,7 +209,7 @@ class DataPasses:
         """L = chol(Kmm + jitter), with jitter that escalates if needed."""
         return kmm_cholesky(self.model.kernel, self.model.inducing_variable)
 
-    def Kmm_is_factorisable(self) -> tf.Tensor:
+    def _Kmm_is_factorisable(self) -> tf.Tensor:
         """Whether :meth:`Kmm_cholesky` succeeds at the current hyperparameters (a boolean tensor)."""
         model = self.model
         return is_factorisable(gpflow.covariances.Kuu(model.inducing_variable, model.kernel))
@@ -246,7 +246,7 @@ class DataPasses:
         (:meth:`loss_or_inf`). A line search's extreme trial point (a lengthscale of 10⁻¹⁵) then
         makes L-BFGS-B shorten its step, and an Adam step there has a zero gradient.
         """
-        return self.loss_or_inf(self.Kmm_is_factorisable(), loss)
+        return self.loss_or_inf(self._Kmm_is_factorisable(), loss)
 
     # ----------------------------------------------------------------------------------------------
     # Sums over the data, on one device or many.

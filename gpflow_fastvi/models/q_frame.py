@@ -68,14 +68,6 @@ class QFrame:
             pairs += list(zip(copy.variables, original.variables))
         return pairs
 
-    def set(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
-        """Record the model's current hyperparameters as the frame of ``(q_mu, q_sqrt)``."""
-        for copy, original in self._pairs():
-            copy.assign(original)
-        self.q_mu.assign(q_mu)
-        self.q_sqrt.assign(q_sqrt)
-        self.loss.assign(np.inf)
-
     def belongs_to(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> tf.Tensor:
         """Whether the stored q(u) is still the one the frame was recorded with."""
         return tf.reduce_all(tf.equal(self.q_mu, q_mu)) & tf.reduce_all(
@@ -99,7 +91,11 @@ class QFrame:
         model = self.model
         model.q_mu.assign(q_mu)
         model.q_sqrt.assign(q_sqrt)
-        self.set(tf.convert_to_tensor(model.q_mu), tf.convert_to_tensor(model.q_sqrt))
+        for copy, original in self._pairs():
+            copy.assign(original)
+        self.q_mu.assign(tf.convert_to_tensor(model.q_mu))
+        self.q_sqrt.assign(tf.convert_to_tensor(model.q_sqrt))
+        self.loss.assign(np.inf)
 
     def start_here(self) -> None:
         """
