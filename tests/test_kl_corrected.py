@@ -157,6 +157,58 @@ def test_logit_log_normaliser_is_finite_for_confident_points_and_matches_quadrat
         np.testing.assert_allclose(log_Z[i], want, rtol=1e-6)
 
 
+def _poisson_log_lik(y: float):
+    return lambda f: stats.poisson.logpmf(y, np.exp(f))
+
+
+def _exponential_log_lik(y: float):
+    return lambda f: -y * np.exp(-f) - f  # GPflow's Exponential: scale exp(f)
+
+
+@pytest.mark.parametrize(
+    "likelihood, log_lik, Y, mu, beta",
+    [
+        # counts far above the cavity, a zero far below it, and a near one
+        (
+            gpflow.likelihoods.Poisson(),
+            _poisson_log_lik,
+            [14.0, 100.0, 0.0, 2.0],
+            [0, 0, 3, 1],
+            1.0,
+        ),
+        (gpflow.likelihoods.Poisson(), _poisson_log_lik, [14.0, 3.0], [-2.0, 1.0], 0.2),
+        (gpflow.likelihoods.Exponential(), _exponential_log_lik, [40.0, 0.01], [0.0, 2.0], 1.0),
+    ],
+)
+def test_tilted_quadrature_matches_quadrature_where_the_cavitys_rule_misses(
+    likelihood, log_lik, Y, mu, beta
+):
+    # GPflow's rule, centred on the cavity, gave a negative tilted variance for the first case.
+    mu = np.asarray(mu, dtype=float)
+    model = KLCorrected(_kernel(), likelihood, np.zeros((2, 1)), beta=beta, num_data=len(mu))
+    Yt, mut = tf.constant(np.asarray(Y)[:, None]), tf.constant(mu[:, None])
+    log_normaliser = model._log_normaliser(tf.zeros_like(mut), Yt)
+    log_Z, f_mean, f_var = tilted_moments(log_normaliser, mut, tf.constant(beta, tf.float64))
+    evidence = tilted_evidence(log_Z, mut, f_mean, f_var, tf.constant(beta, tf.float64))
+    got = np.hstack([log_Z, f_mean, f_var, evidence])
+    for i in range(len(mu)):
+        want = _tilted_by_quad(log_lik(Y[i]), mu[i], beta)
+        np.testing.assert_allclose(got[i], want, rtol=1e-7, atol=1e-9)
+
+
+def test_counts_far_from_the_prior_give_a_finite_loss_and_fit(rng):
+    X = rng.uniform(-3, 3, (400, 2))
+    Y = rng.poisson(np.exp(np.sin(1.5 * X[:, :1]) + 0.5 * X[:, 1:])).astype(float)
+    assert Y.max() >= 12  # with a unit cavity at 0, between two points of GPflow's rule
+    model = KLCorrected(
+        gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.0]),
+        gpflow.likelihoods.Poisson(),
+        X[::20].copy(),
+        num_data=len(X),
+    )
+    assert np.isfinite(float(model.training_loss((X, Y))))
+
+
 def _fixed_point_run(model: KLCorrected, calls: int, passes: int = 1) -> list:
     """The bound after each of ``calls`` compiled ``update_sites(passes)`` at fixed hyperparameters."""
     step = tf.function(lambda: model.update_sites(passes), autograph=False)

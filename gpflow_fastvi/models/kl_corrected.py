@@ -17,6 +17,7 @@ from ..sites.ppa import (
     newton_sites,
     ppa_sites,
     tilted_evidence,
+    tilted_log_normaliser,
     tilted_moments,
 )
 from ..types import Route, Sites, SteppedSites
@@ -300,20 +301,23 @@ class KLCorrected(GaussianSitesModel):
         self, X: tf.Tensor, Y: tf.Tensor, beta: Optional[tf.Tensor] = None
     ) -> LogNormaliser:
         """
-        μ ↦ log Zₙ(μₙ) = log ∫ p(yₙ | f) N(f | μₙ, β⁻¹) df, the likelihood's predictive density;
-        for the logit Bernoulli its Gauss–Hermite rule in log space on the stable log σ(y f)
-        (GPflow's takes the log of 1 − Zₙ, which rounds to log 0 for a confident point); β the
-        model's unless given."""
+        μ ↦ log Zₙ(μₙ) = log ∫ p(yₙ | f) N(f | μₙ, β⁻¹) df, the likelihood's predictive density
+        (β the model's unless given): GPflow's closed form for the ``Gaussian`` and the probit
+        ``Bernoulli``; for the logit Bernoulli, Gauss–Hermite quadrature in log space on the
+        stable log σ(y f) (GPflow's takes the log of 1 − Zₙ, which rounds to log 0 for a
+        confident point); for any other likelihood, quadrature centred on the tilted distribution
+        (:func:`~gpflow_fastvi.sites.ppa.tilted_log_normaliser`), as a count far from the cavity
+        mean falls between the points of a rule centred on the cavity.
+        """
         beta = tf.convert_to_tensor(self.beta) if beta is None else beta
-
-        def log_Z(cavity_mean: tf.Tensor) -> tf.Tensor:
-            cavity_var = tf.ones_like(cavity_mean) / beta
-            if self._logit_bernoulli:
-                quadrature = self.likelihood.quadrature
-                return quadrature.logspace(logit_log_prob, cavity_mean, cavity_var, Y=Y)[:, 0]
-            return self.likelihood.predict_log_density(X, cavity_mean, cavity_var, Y)
-
-        return log_Z
+        likelihood = self.likelihood
+        if self._logit_bernoulli:
+            return lambda mu: likelihood.quadrature.logspace(
+                logit_log_prob, mu, tf.ones_like(mu) / beta, Y=Y
+            )[:, 0]
+        if isinstance(likelihood, (gpflow.likelihoods.Gaussian, gpflow.likelihoods.Bernoulli)):
+            return lambda mu: likelihood.predict_log_density(X, mu, tf.ones_like(mu) / beta, Y)
+        return tilted_log_normaliser(lambda F: likelihood._scalar_log_prob(X, F, Y), beta)
 
     @inherit_check_shapes
     def _optimal_site_parameters(

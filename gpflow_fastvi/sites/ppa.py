@@ -14,9 +14,11 @@ hₙ = ∂² log Zₙ:
 
     ⟨fₙ⟩ = μₙ + gₙ / β,      Var[fₙ] = β⁻¹ + hₙ / β².
 
-Zₙ is ``likelihood.predict_log_density`` at mean μₙ and variance β⁻¹: closed form for GPflow's
-probit ``Bernoulli()``, Gauss–Hermite quadrature for every other scalar likelihood (the logit
-included). :func:`tilted_moments` differentiates it automatically.
+Zₙ is ``likelihood.predict_log_density`` at mean μₙ and variance β⁻¹ where GPflow has it in
+closed form (``Gaussian``, the probit ``Bernoulli()``), Gauss–Hermite quadrature of the stable
+log σ(y f) for the logit, and for every other scalar likelihood Gauss–Hermite quadrature centred
+on the tilted distribution itself (:func:`tilted_log_normaliser`). :func:`tilted_moments`
+differentiates it automatically.
 
 **q(f̄) given q(fₙ)** is GP regression on the pseudo-targets ⟨fₙ⟩ with noise variance β⁻¹. The
 site on f̄ₙ is point n's whole contribution to the bound at the stored q(fₙ), a quadratic in f̄ₙ:
@@ -43,12 +45,13 @@ Newton's method itself, with the same fixed point (:func:`newton_sites`,
 import math
 from typing import Callable, Tuple
 
+import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes
 
 from ..numerical_checks import checked_finite, checked_positive
 from ..types import Sites
-from .taylor import log_density_derivatives
+from .taylor import LogDensity, log_density_derivatives
 
 LogNormaliser = Callable[[tf.Tensor], tf.Tensor]
 """μ [N, 1] ↦ log Zₙ(μₙ) [N]: the log normalisers of the tilted distributions at cavity means μ."""
@@ -73,6 +76,71 @@ def ppa_sites(f_mean: tf.Tensor, f_var: tf.Tensor, evidence: tf.Tensor, beta: tf
     b = beta * f_mean
     log_normal = 0.5 * tf.math.log(beta / (2.0 * math.pi)) - 0.5 * beta * tf.square(f_mean)
     return Sites(a=log_normal + evidence - 0.5 * beta * f_var, b=b, w=w)
+
+
+TILTED_POINTS = 32
+"""Gauss–Hermite points of :func:`tilted_log_normaliser`: on Poisson counts of 0 to 100 at cavity
+means of −2 to 3 and β of 0.2 to 5, log Z and the tilted moments to a median relative error of
+10⁻¹², and 10⁻⁴ at worst (a zero count below a cavity of standard deviation 2.2, whose tilted
+distribution is half a Gaussian); 20 points gave 10⁻⁸ and 6·10⁻⁴."""
+
+MODE_STEPS = 20
+"""Newton steps to the tilted distribution's mode in :func:`tilted_log_normaliser`."""
+
+
+def tilted_log_normaliser(log_density: LogDensity, beta: tf.Tensor) -> LogNormaliser:
+    r"""
+    μ ↦ log Zₙ(μₙ) = log ∫ p(yₙ | f) N(f | μₙ, β⁻¹) df by Gauss–Hermite quadrature centred on
+    the tilted distribution rather than on the cavity N(μₙ, β⁻¹). ``log_density`` maps F [N, 1]
+    to log p(yₙ | Fₙ) [N, 1] elementwise.
+
+    Quadrature against the cavity, as GPflow's ``predict_log_density`` does it, places its points
+    where the cavity has its mass; a count of 14 under a Poisson likelihood has its mass in a
+    window of width 0.3 about log 14, between two of the 20 points of a unit cavity at 0, and the
+    tilted variance read off that rule came out negative. Here the points are those of the
+    Gaussian N(f*, s²) fitted to the tilted density at its mode f* (Laplace's), and the rule
+    integrates the ratio of the tilted density to that Gaussian, which is exactly constant where
+    the tilted distribution is Gaussian:
+
+        Zₙ = E_N(f*, s²)[p(yₙ | f) N(f | μₙ, β⁻¹) / N(f | f*, s²)].
+
+    The mode is found by Newton's method on log p(yₙ | f) − β (f − μₙ)²/2, concave for the
+    log-concave likelihoods the model takes, with each step kept within two cavity standard
+    deviations (a count far from μ, whose first step would overshoot the mode by exp-many
+    units). f* and s are held fixed in the derivatives of log Zₙ in μₙ: any centre gives a valid
+    rule, and μ then enters through the Gaussian density alone.
+    """
+    points, weights = np.polynomial.hermite_e.hermegauss(TILTED_POINTS)  # weight e^(−z²/2)
+    log_weights = np.log(weights / math.sqrt(2.0 * math.pi))  # E_N(0, 1)[·] = Σ_k w_k ·(z_k)
+    cavity_sd = tf.math.rsqrt(beta)
+
+    def curvature_and_slope(F: tf.Tensor, mu: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        _, g, h = log_density_derivatives(log_density, F)
+        return beta - h, g - beta * (F - mu)  # −φ''(F) > 0 and φ'(F)
+
+    def log_Z(cavity_mean: tf.Tensor) -> tf.Tensor:
+        mu = tf.stop_gradient(cavity_mean)
+        reach = 2.0 * cavity_sd
+
+        def newton_step(step: tf.Tensor, F: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+            precision, slope = curvature_and_slope(F, mu)
+            return step + 1, F + tf.clip_by_value(slope / precision, -reach, reach)
+
+        _, mode = tf.while_loop(
+            lambda step, F: step < MODE_STEPS, newton_step, (tf.constant(0), mu)
+        )
+        precision, _ = curvature_and_slope(mode, mu)
+        scale = tf.math.rsqrt(precision)  # s = (−φ''(f*))^(−1/2)
+        mode, scale = tf.stop_gradient(mode), tf.stop_gradient(scale)
+        z = tf.constant(points, dtype=mu.dtype)[:, None, None]  # [K, 1, 1]
+        F = mode + scale * z  # [K, N, 1], broadcast against X and Y as GPflow's quadrature does
+        log_cavity = -0.5 * tf.square((F - cavity_mean) / cavity_sd) - tf.math.log(cavity_sd)
+        log_fitted = -0.5 * tf.square(z) - tf.math.log(scale)  # the 1/√(2π) of both cancel
+        log_w = tf.constant(log_weights, dtype=mu.dtype)[:, None, None]
+        log_terms = log_w + log_density(F) + log_cavity - log_fitted  # [K, N, 1]
+        return tf.reduce_logsumexp(log_terms, axis=0)[:, 0]
+
+    return log_Z
 
 
 @check_shapes(
