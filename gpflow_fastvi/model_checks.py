@@ -186,23 +186,14 @@ def check_latent_functions(
 ) -> None:
     """
     Raise :class:`IncompatibleLikelihoodError` unless ``num_latent_gps`` is ``latent``, the number
-    of latent functions ``model`` has with ``likelihood``: one per class for C classes, else 1.
+    of latent functions ``model`` has with ``likelihood``: one per class for C classes, else
+    ``num_latent_gps`` itself (L independent outputs).
     """
-    if num_latent_gps == latent:
-        return
-    if latent > 1:
+    if num_latent_gps != latent:
         raise IncompatibleLikelihoodError(
             f"{model} with {type(likelihood).__name__}({latent}) needs one latent GP per class, "
             f"num_latent_gps={latent}, as GPflow's SVGP does; got num_latent_gps={num_latent_gps}."
         )
-    raise IncompatibleLikelihoodError(
-        f"{model} with {type(likelihood).__name__} has one latent GP, num_latent_gps=1, and "
-        f"targets Y [N, 1]; got num_latent_gps={num_latent_gps} (from q_sqrt's leading axis where "
-        f"it is given, as in SVGP). GPflow's SVGP with L latent GPs and a one-output likelihood "
-        f"fits L independent outputs, Y [N, L], which {model} does not: use VITaylor or "
-        f"VIConcave, or for the logit link VIJJ or PolyaGammaSVGP, which do, or fit one model "
-        f"per column of Y. {MULTI_CLASS_HINT}"
-    )
 
 
 def check_logit_bernoulli(

@@ -431,11 +431,6 @@ def test_what_the_models_do_not_support_is_refused_clearly(model_class, data):
     two_outputs = gpflow.kernels.SharedIndependent(_kernel(), output_dim=2)
     with pytest.raises(fv.UnsupportedConfigurationError, match="single-output kernel"):
         model_class(two_outputs, likelihood, Z)
-    if not model_class._independent_outputs:  # L outputs, Y [N, L], where the model takes them
-        with pytest.raises(
-            fv.IncompatibleLikelihoodError, match="one latent|binary classification"
-        ):
-            model_class(_kernel(), likelihood, Z, num_latent_gps=2)
     # GPflow's MultiClass is VIConcave's; the others refuse it, naming the models that take C
     # classes (VITaylor by its reason, the others by the multi-class hint).
     if model_class is not fv.VIConcave:

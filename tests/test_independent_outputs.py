@@ -13,9 +13,9 @@ import gpflow_fastvi as fv
 
 MODELS = (fv.VITaylor, fv.VIConcave)
 """The models whose site rules read one column of Y per latent function, for any likelihood."""
-BINARY_MODELS = (*MODELS, fv.VIJJ, fv.PolyaGammaSVGP)
-"""...and those that do for the logit Bernoulli: VIJJ's Jaakkola–Jordan sites and
-PolyaGammaSVGP's Pólya-Gamma ones too."""
+BINARY_MODELS = (*MODELS, fv.VIJJ, fv.PolyaGammaSVGP, fv.KLCorrected)
+"""...and every model for the logit Bernoulli: VIJJ's Jaakkola–Jordan sites, PolyaGammaSVGP's
+Pólya-Gamma ones and KLCorrected's PPA sites too."""
 
 
 def _outputs(rng, N=80, L=3):
@@ -69,6 +69,64 @@ def test_binary_outputs_are_the_sum_of_one_model_per_column(model_class, rng):
         np.hstack([s.predict_y(X[:5])[0] for s in singles]),
         rtol=1e-6,  # VIConcave's steps end at a tolerance, on the sum over the outputs
     )
+
+
+@pytest.mark.parametrize(
+    "likelihood",
+    [
+        gpflow.likelihoods.Gaussian(0.1),
+        gpflow.likelihoods.Poisson(),
+        gpflow.likelihoods.Bernoulli(),
+    ],
+    ids=lambda likelihood: type(likelihood).__name__,
+)
+def test_kl_corrected_outputs_are_the_sum_of_one_model_per_column(likelihood, rng):
+    """KLCorrected's PPA sites, their tilted moments (GPflow's closed forms, read per output, and
+    the quadrature at the tilted mode), both bounds, the ELBO and the noise of f = f̄ + ε in every
+    covariance layout are those of one model per column of Y."""
+    X, F = _outputs(rng, L=2)
+    if isinstance(likelihood, gpflow.likelihoods.Poisson):
+        Y = rng.poisson(np.exp(1.5 * F)).astype(float)
+    elif isinstance(likelihood, gpflow.likelihoods.Bernoulli):
+        Y = (F + 0.3 * rng.normal(size=F.shape) > 0.0).astype(float)
+    else:
+        Y = F + 0.3 * rng.normal(size=F.shape)
+    Z = np.linspace(-3.0, 3.0, 9)[:, None]
+    kernel = gpflow.kernels.SquaredExponential(lengthscales=0.9)
+
+    def trained(Y, **options):
+        model = fv.KLCorrected(kernel, likelihood, Z, beta=2.0, **options)
+        model.update_sites(4, data=(X, Y))
+        return model
+
+    model = trained(Y, num_latent_gps=2)
+    singles = [trained(Y[:, c : c + 1]) for c in range(2)]
+    for bound in ("kl_corrected", "standard"):
+        for m in (model, *singles):
+            m.bound = bound
+        np.testing.assert_allclose(
+            model._objective((X, Y)),
+            sum(s._objective((X, Y[:, c : c + 1])) for c, s in enumerate(singles)),
+            rtol=1e-9,
+        )
+    np.testing.assert_allclose(
+        model.elbo((X, Y)),
+        sum(s.elbo((X, Y[:, c : c + 1])) for c, s in enumerate(singles)),
+        rtol=1e-9,
+    )
+    Xnew = X[:4]
+    mean, var = model.predict_f(Xnew)
+    single_var = np.hstack([s.predict_f(Xnew)[1] for s in singles])
+    np.testing.assert_allclose(var, single_var, rtol=1e-9)
+    _, output_cov = model.predict_f(Xnew, full_output_cov=True)  # [N, L, L], diagonal in L
+    np.testing.assert_allclose(np.diagonal(output_cov, axis1=1, axis2=2), single_var, rtol=1e-9)
+    np.testing.assert_allclose(output_cov[:, 0, 1], 0.0, atol=1e-12)
+    _, full = model.predict_f(Xnew, full_cov=True)  # [L, N, N]
+    for c, single in enumerate(singles):
+        np.testing.assert_allclose(full[c], single.predict_f(Xnew, full_cov=True)[1][0], rtol=1e-9)
+    _, both = model.predict_f(Xnew, full_cov=True, full_output_cov=True)  # [N, L, N, L]
+    np.testing.assert_allclose(both[:, 0, :, 0], full[0], rtol=1e-9)
+    np.testing.assert_allclose(both[:, 0, :, 1], 0.0, atol=1e-12)
 
 
 def test_targets_must_have_a_column_per_output(rng):
@@ -281,3 +339,29 @@ def test_gpflows_multi_output_notebook_shared_case_swapped_ends_at_svgps_elbo():
         return float(model.elbo((X, Y)))
 
     assert (trained(gpflow.models.SVGP) - trained(fv.VIConcave)) / N < 0.01
+
+
+@pytest.mark.parametrize("kind", ["kernels", "inducing", "both"])
+def test_kl_corrected_with_separate_priors_is_one_model_per_output(kind, rng):
+    """KLCorrected with a kernel or a Z of each output's own: its KL-corrected bound after the
+    E-steps, and its predictive, are those of one model per output with that output's kernel
+    and Z."""
+    X, F = _outputs(rng)
+    Y = F + 0.2 * rng.normal(size=F.shape)
+    Z = np.linspace(-3.0, 3.0, 7)[:, None]
+    kernel, inducing_variable = _separate_parts(kind, Z, 3)
+    model = fv.KLCorrected(
+        kernel, gpflow.likelihoods.Gaussian(0.1), inducing_variable, num_latent_gps=3, beta=4.0
+    )
+    model.update_sites(3, data=(X, Y))
+    total, variances = 0.0, []
+    for p in range(3):
+        kernels, points = _separate_parts(kind, Z, 3)
+        own_kernel = kernels.kernels[p] if kind != "inducing" else kernels.kernel
+        own_Z = points.inducing_variable_list[p] if kind != "kernels" else points.inducing_variable
+        single = fv.KLCorrected(own_kernel, gpflow.likelihoods.Gaussian(0.1), own_Z, beta=4.0)
+        single.update_sites(3, data=(X, Y[:, p : p + 1]))
+        total += float(single._objective((X, Y[:, p : p + 1])))
+        variances.append(single.predict_f(X[:4])[1])
+    np.testing.assert_allclose(float(model._objective((X, Y))), total, rtol=1e-9)
+    np.testing.assert_allclose(model.predict_f(X[:4])[1], np.hstack(variances), rtol=1e-9)

@@ -17,10 +17,6 @@ from .test_contract import FACTORIES, HOLDING, LOGIT
 SCALAR_LIKELIHOOD_MODELS = (fv.VITaylor, fv.KLCorrected, fv.VIConcave)
 """The models that take any log-concave scalar likelihood (the others take the logit only)."""
 
-INDEPENDENT_OUTPUTS = (fv.VITaylor, fv.VIConcave, fv.VIJJ, fv.PolyaGammaSVGP)
-"""The models that take L independent outputs of a one-output likelihood, Y [N, L] (VIJJ and
-PolyaGammaSVGP: of the logit Bernoulli, the one binary likelihood they take)."""
-
 
 def _random_q(rng, M, L):
     q_mu = rng.normal(size=(M, L))
@@ -185,15 +181,10 @@ def test_svgp_options_the_models_cannot_take_are_refused_by_name(model_class, da
     )
     with pytest.raises(fv.UnsupportedConfigurationError, match="multi-output inducing variable"):
         model_class(kernel, likelihood, shared)
-    # Several latent GPs with a one-output likelihood are several outputs, Y [N, L]: taken by
-    # the models whose site rules read them, refused by the others, whether asked for by
-    # num_latent_gps or by the leading axis of q_sqrt.
+    # Several latent GPs with a one-output likelihood are several outputs, Y [N, L], as in
+    # SVGP, whether asked for by num_latent_gps or by the leading axis of q_sqrt.
     for options in ({"num_latent_gps": 2}, {"q_sqrt": np.tile(np.eye(len(Z)), (2, 1, 1))}):
-        if model_class in INDEPENDENT_OUTPUTS:
-            assert model_class(kernel, likelihood, Z, **options)._target_columns == 2
-            continue
-        with pytest.raises(fv.IncompatibleLikelihoodError, match="one model per column of Y"):
-            model_class(kernel, likelihood, Z, **options)
+        assert model_class(kernel, likelihood, Z, **options)._target_columns == 2
     # More rows than num_data: SVGP scales them down, a model refuses them.
     model = FACTORIES[model_class](data, Z)
     model.num_data = len(X) // 2

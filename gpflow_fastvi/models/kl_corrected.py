@@ -30,7 +30,7 @@ E_STEPS = ("newton", "coordinate")
 
 PPA_SITE_PARAMETERS = (
     "X: [N, D]",
-    "Y: [N, 1]",
+    "Y: [N, L]",
     "f_mean: [N, L]",
     "f_var: [N, L]",
     "f_evidence: [N, L]",
@@ -266,7 +266,7 @@ class KLCorrected(GaussianSitesModel):
         if not self.likelihood.trainable_variables:
             return sites
         held_beta, held_mean = tf.stop_gradient(beta), tf.stop_gradient(cavity_mean)
-        log_Z = self._log_normaliser(X, Y, held_beta)(held_mean)[:, None]
+        log_Z = self._log_normaliser(X, Y, held_beta)(held_mean)
         return sites._replace(a=sites.a + (log_Z - tf.stop_gradient(log_Z)))
 
     @check_shapes(*PPA_SITE_PARAMETERS, *SITES)
@@ -298,26 +298,38 @@ class KLCorrected(GaussianSitesModel):
         return newton_sites(f_mean, f_var, f_evidence, cavity_mean, beta)
 
     def _log_normaliser(
-        self, X: tf.Tensor, Y: tf.Tensor, beta: Optional[tf.Tensor] = None
+        self, X: Optional[tf.Tensor], Y: tf.Tensor, beta: Optional[tf.Tensor] = None
     ) -> LogNormaliser:
         """
-        μ ↦ log Zₙ(μₙ) = log ∫ p(yₙ | f) N(f | μₙ, β⁻¹) df, the likelihood's predictive density
-        (β the model's unless given): GPflow's closed form for the ``Gaussian`` and the probit
-        ``Bernoulli``; for the logit Bernoulli, Gauss–Hermite quadrature in log space on the
-        stable log σ(y f) (GPflow's takes the log of 1 − Zₙ, which rounds to log 0 for a
-        confident point); for any other likelihood, quadrature centred on the tilted distribution
+        μ ↦ log Zₙₗ(μₙₗ) = log ∫ p(yₙₗ | f) N(f | μₙₗ, β⁻¹) df [N, L], the likelihood's predictive
+        density of each point and output (β the model's unless given): GPflow's closed form for
+        the ``Gaussian`` and the probit ``Bernoulli``; for the logit Bernoulli, Gauss–Hermite
+        quadrature in log space on the stable log σ(y f) (GPflow's takes the log of 1 − Zₙ,
+        which rounds to log 0 for a confident point); for any other likelihood, quadrature
+        centred on the tilted distribution
         (:func:`~gpflow_fastvi.sites.ppa.tilted_log_normaliser`), as a count far from the cavity
-        mean falls between the points of a rule centred on the cavity.
+        mean falls between the points of a rule centred on the cavity. GPflow's forms sum over
+        the outputs, so they are evaluated on the outputs' values as rows, [N·L, 1].
         """
         beta = tf.convert_to_tensor(self.beta) if beta is None else beta
         likelihood = self.likelihood
-        if self._logit_bernoulli:
-            return lambda mu: likelihood.quadrature.logspace(
-                logit_log_prob, mu, tf.ones_like(mu) / beta, Y=Y
-            )[:, 0]
-        if isinstance(likelihood, (gpflow.likelihoods.Gaussian, gpflow.likelihoods.Bernoulli)):
-            return lambda mu: likelihood.predict_log_density(X, mu, tf.ones_like(mu) / beta, Y)
-        return tilted_log_normaliser(lambda F: likelihood._scalar_log_prob(X, F, Y), beta)
+        closed = isinstance(likelihood, (gpflow.likelihoods.Gaussian, gpflow.likelihoods.Bernoulli))
+        if not closed:
+            return tilted_log_normaliser(lambda F: likelihood._scalar_log_prob(X, F, Y), beta)
+        outputs = tf.shape(Y)[-1]  # a tensor: a graph traced for any shape has no static L
+        X_rows = None if X is None else tf.repeat(X, outputs, axis=0)  # row n·L + l: point n
+        Y_rows = tf.reshape(Y, [-1, 1])
+
+        def log_Z(cavity_mean: tf.Tensor) -> tf.Tensor:
+            mu = tf.reshape(cavity_mean, [-1, 1])
+            var = tf.ones_like(mu) / beta
+            if self._logit_bernoulli:
+                rows = likelihood.quadrature.logspace(logit_log_prob, mu, var, Y=Y_rows)[:, 0]
+            else:
+                rows = likelihood.predict_log_density(X_rows, mu, var, Y_rows)
+            return tf.reshape(rows, tf.shape(cavity_mean))
+
+        return log_Z
 
     @inherit_check_shapes
     def _optimal_site_parameters(
@@ -422,26 +434,20 @@ class KLCorrected(GaussianSitesModel):
 
     def _expected_log_likelihood(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """
-        Σₙ E_q(f̄ₙ)[log p(yₙ | f̄ₙ)] for :meth:`elbo`, where p(yₙ | f̄ₙ) = ∫ p(yₙ | f) N(f | f̄ₙ, β⁻¹) df
-        is the likelihood with the noise ε integrated out (log Zₙ at mean f̄ₙ), and the expectation
-        is by Gauss–Hermite quadrature. :meth:`elbo` is then the ELBO of
-        :class:`gpflow.models.SVGP` with that likelihood at q(f̄), so it is ≤ log p(y).
+        Σₙₗ E_q(f̄ₙₗ)[log p(yₙₗ | f̄ₙₗ)] for :meth:`elbo`, where p(yₙₗ | f̄ₙₗ) = ∫ p(yₙₗ | f)
+        N(f | f̄ₙₗ, β⁻¹) df is the likelihood with the noise ε integrated out (log Zₙₗ at mean f̄ₙₗ,
+        :meth:`_log_normaliser`), and the expectation is by Gauss–Hermite quadrature. :meth:`elbo`
+        is then the ELBO of :class:`gpflow.models.SVGP` with that likelihood at q(f̄), so it is
+        ≤ log p(y).
         """
-        noise = tf.ones_like(Y) / tf.convert_to_tensor(self.beta)
-        Fmu, Fvar = GaussianSitesModel._predict_f_at(self, X)  # q(f̄ₙ), without the noise
-        quadrature = gpflow.quadrature.NDiagGHQuadrature(1, self._num_gauss_hermite_points)
-
-        def log_Z(F: tf.Tensor) -> tf.Tensor:  # log p(yₙ | f̄ₙ = F), F: [H, N, 1]
-            shape = tf.shape(F)
-            batch = tf.concat([shape[:1], tf.shape(X)], 0)
-            return self.likelihood.predict_log_density(
-                tf.broadcast_to(X, batch),
-                F,
-                tf.broadcast_to(noise, shape),
-                tf.broadcast_to(Y, shape),
-            )[..., None]
-
-        return tf.reduce_sum(quadrature(log_Z, Fmu, Fvar))
+        Fmu, Fvar = GaussianSitesModel._predict_f_at(self, X)  # q(f̄ₙ) [N, L], without the noise
+        points, weights = np.polynomial.hermite_e.hermegauss(self._num_gauss_hermite_points)
+        H = len(points)
+        z = tf.constant(points, dtype=Fmu.dtype)[:, None, None]
+        F = tf.reshape(Fmu + tf.sqrt(Fvar) * z, [-1, tf.shape(Fmu)[1]])  # [H·N, L]
+        log_Z = self._log_normaliser(tf.tile(X, [H, 1]), tf.tile(Y, [H, 1]))(F)
+        w = tf.constant(weights / np.sqrt(2.0 * np.pi), dtype=Fmu.dtype)  # E over N(0, 1)
+        return tf.reduce_sum(w[:, None, None] * tf.reshape(log_Z, [H, -1, tf.shape(Fmu)[1]]))
 
     # ----------------------------------------------------------------------------------------------
     # Predictions of f = f̄ + ε.
@@ -452,10 +458,12 @@ class KLCorrected(GaussianSitesModel):
         """q(f*) for f = f̄ + ε: the posterior of f̄ with the noise variance β⁻¹ added."""
         mean, var = super()._predict_f_at(Xnew, full_cov=full_cov, full_output_cov=full_output_cov)
         noise = 1.0 / tf.convert_to_tensor(self.beta)
-        if full_cov:
-            N = tf.shape(var)[-1] if not full_output_cov else tf.shape(var)[0]
-            eye = tf.eye(N, dtype=var.dtype)
-            # [1, N, N] for one latent GP, or [N, 1, N, 1] with full_output_cov as well.
-            eye = eye[:, None, :, None] if full_output_cov else eye[None]
-            return mean, var + noise * eye
-        return mean, var + noise
+        # ε is independent across points and outputs: β⁻¹ on the diagonal of every layout.
+        outputs = tf.eye(tf.shape(mean)[-1], dtype=var.dtype)  # [L, L]
+        if not full_cov:
+            # [N, L], or [N, L, L] with full_output_cov
+            return mean, var + noise * (outputs[None] if full_output_cov else 1.0)
+        points = tf.eye(tf.shape(mean)[0], dtype=var.dtype)  # [N, N]
+        if full_output_cov:  # [N, L, N, L]
+            return mean, var + noise * points[:, None, :, None] * outputs[None, :, None, :]
+        return mean, var + noise * points[None]  # [L, N, N]

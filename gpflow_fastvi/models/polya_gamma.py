@@ -78,7 +78,6 @@ class PolyaGammaSVGP(SiteModel):
     }
     default_route = "svi"
     _objective_is_bound = True
-    _independent_outputs = True
     _multi_class_likelihoods = (LogisticSoftmax,)
     _mini_batch_closure_advice = (
         "PolyaGammaSVGP's mini-batch closure ends short of fit's answer under Adam: train it with "

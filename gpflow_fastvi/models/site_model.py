@@ -132,10 +132,6 @@ class SiteModel(SVGP):
     _multi_class_likelihoods: ClassVar[Tuple[type, ...]] = ()
     """The likelihoods of C classes the model takes, with C latent functions (none unless the
     model says so)."""
-    _independent_outputs: ClassVar[bool] = False
-    """Whether the model takes L independent outputs of a one-output likelihood, Y [N, L] with
-    ``num_latent_gps=L``, as SVGP does: its site rule reads each column of Y with its own latent
-    function."""
     _objective_is_bound: ClassVar[bool]
     """Whether :meth:`_objective` is a lower bound on log p(y) (then also ≤ the yardstick at the
     q(u) it stores); ``False`` for a local approximation such as Taylor sites."""
@@ -231,8 +227,8 @@ class SiteModel(SVGP):
         likelihood = self._checked_likelihood(likelihood)
         num_latent_gps = svgp_num_latent_gps(num_latent_gps, q_sqrt, q_diag)
         latent = self._latent_functions(likelihood)
-        if latent == 1 and self._independent_outputs:
-            latent = positive_int(num_latent_gps, "num_latent_gps")  # L outputs, Y [N, L]
+        if latent == 1:  # L independent outputs, Y [N, L], as SVGP takes them
+            latent = positive_int(num_latent_gps, "num_latent_gps")
         check_svgp_options(name, kernel, inducing_variable, latent)
         check_latent_functions(name, likelihood, num_latent_gps, latent)
         return likelihood, latent

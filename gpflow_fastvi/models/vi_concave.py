@@ -128,7 +128,6 @@ class VIConcave(GaussianSitesModel):
     default_route = "persistent"
     _objective_is_bound = True
     _multi_class_likelihoods = (gpflow.likelihoods.Softmax, gpflow.likelihoods.MultiClass)
-    _independent_outputs = True
     _full_data_loss_steps = LOSS_STEPS
 
     @classmethod

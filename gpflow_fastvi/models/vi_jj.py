@@ -75,7 +75,6 @@ class VIJJ(GaussianSitesModel):
     }
     default_route = "persistent"
     _objective_is_bound = True
-    _independent_outputs = True
 
     @classmethod
     def _checked_likelihood(

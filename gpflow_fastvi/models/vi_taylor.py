@@ -75,7 +75,6 @@ class VITaylor(GaussianSitesModel):
     default_route = "persistent"
     _objective_is_bound = False
     _multi_class_likelihoods = (gpflow.likelihoods.Softmax,)
-    _independent_outputs = True
 
     @classmethod
     def _checked_likelihood(

@@ -54,17 +54,18 @@ from ..types import Sites
 from .taylor import LogDensity, log_density_derivatives
 
 LogNormaliser = Callable[[tf.Tensor], tf.Tensor]
-"""μ [N, 1] ↦ log Zₙ(μₙ) [N]: the log normalisers of the tilted distributions at cavity means μ."""
+"""μ [N, L] ↦ log Zₙₗ(μₙₗ) [N, L]: the log normalisers of the tilted distributions at cavity means
+μ, one per point and output (the outputs are independent given their latent functions)."""
 
 
 @check_shapes(
-    "f_mean: [N, 1]",
-    "f_var: [N, 1]",
-    "evidence: [N, 1]",
+    "f_mean: [N, L]",
+    "f_var: [N, L]",
+    "evidence: [N, L]",
     "beta: []",
-    "return.a: [N, 1]",
-    "return.b: [N, 1]",
-    "return.w: [N, 1]",
+    "return.a: [N, L]",
+    "return.b: [N, L]",
+    "return.w: [N, L]",
 )
 def ppa_sites(f_mean: tf.Tensor, f_var: tf.Tensor, evidence: tf.Tensor, beta: tf.Tensor) -> Sites:
     """
@@ -91,8 +92,9 @@ MODE_STEPS = 20
 def tilted_log_normaliser(log_density: LogDensity, beta: tf.Tensor) -> LogNormaliser:
     r"""
     μ ↦ log Zₙ(μₙ) = log ∫ p(yₙ | f) N(f | μₙ, β⁻¹) df by Gauss–Hermite quadrature centred on
-    the tilted distribution rather than on the cavity N(μₙ, β⁻¹). ``log_density`` maps F [N, 1]
-    to log p(yₙ | Fₙ) [N, 1] elementwise.
+    the tilted distribution rather than on the cavity N(μₙ, β⁻¹). ``log_density`` maps F [N, L]
+    to log p(yₙₗ | Fₙₗ) [N, L] elementwise, and F [K, N, L] to [K, N, L] by broadcasting, as
+    GPflow's quadrature calls a scalar likelihood.
 
     Quadrature against the cavity, as GPflow's ``predict_log_density`` does it, places its points
     where the cavity has its mass; a count of 14 under a Poisson likelihood has its mass in a
@@ -133,22 +135,22 @@ def tilted_log_normaliser(log_density: LogDensity, beta: tf.Tensor) -> LogNormal
         scale = tf.math.rsqrt(precision)  # s = (−φ''(f*))^(−1/2)
         mode, scale = tf.stop_gradient(mode), tf.stop_gradient(scale)
         z = tf.constant(points, dtype=mu.dtype)[:, None, None]  # [K, 1, 1]
-        F = mode + scale * z  # [K, N, 1], broadcast against X and Y as GPflow's quadrature does
+        F = mode + scale * z  # [K, N, L], broadcast against X and Y as GPflow's quadrature does
         log_cavity = -0.5 * tf.square((F - cavity_mean) / cavity_sd) - tf.math.log(cavity_sd)
         log_fitted = -0.5 * tf.square(z) - tf.math.log(scale)  # the 1/√(2π) of both cancel
         log_w = tf.constant(log_weights, dtype=mu.dtype)[:, None, None]
-        log_terms = log_w + log_density(F) + log_cavity - log_fitted  # [K, N, 1]
-        return tf.reduce_logsumexp(log_terms, axis=0)[:, 0]
+        log_terms = log_w + log_density(F) + log_cavity - log_fitted  # [K, N, L]
+        return tf.reduce_logsumexp(log_terms, axis=0)
 
     return log_Z
 
 
 @check_shapes(
-    "cavity_mean: [N, 1]",
+    "cavity_mean: [N, L]",
     "beta: []",
-    "return[0]: [N, 1]",
-    "return[1]: [N, 1]",
-    "return[2]: [N, 1]",
+    "return[0]: [N, L]",
+    "return[1]: [N, L]",
+    "return[2]: [N, L]",
 )
 def tilted_moments(
     log_normaliser: LogNormaliser,
@@ -168,11 +170,11 @@ def tilted_moments(
     f_mean = cavity_mean + g / beta
     f_var = 1.0 / beta + h / tf.square(beta)
     checked = checked_finite(
-        tf.concat([log_Z, f_mean, f_var], axis=1),
+        tf.stack([log_Z, f_mean, f_var]),
         f"log Z or the moments of the tilted distributions p(y | f) N(f | mu, 1/beta) / Z of {name} "
         "are not finite: the likelihood underflows at some of the current posterior means.",
     )
-    log_Z, f_mean, f_var = tf.unstack(checked[:, :, None], axis=1)
+    log_Z, f_mean, f_var = tf.unstack(checked)
     f_var = checked_positive(
         f_var,
         f"A tilted distribution p(y | f) N(f | mu, 1/beta) / Z of {name} has a variance "
@@ -183,12 +185,12 @@ def tilted_moments(
 
 
 @check_shapes(
-    "log_Z: [N, 1]",
-    "cavity_mean: [N, 1]",
-    "f_mean: [N, 1]",
-    "f_var: [N, 1]",
+    "log_Z: [N, L]",
+    "cavity_mean: [N, L]",
+    "f_mean: [N, L]",
+    "f_var: [N, L]",
     "beta: []",
-    "return: [N, 1]",
+    "return: [N, L]",
 )
 def tilted_evidence(
     log_Z: tf.Tensor, cavity_mean: tf.Tensor, f_mean: tf.Tensor, f_var: tf.Tensor, beta: tf.Tensor
@@ -202,7 +204,7 @@ def tilted_evidence(
     return log_Z + 0.5 * tf.math.log(2.0 * math.pi / beta) + 0.5 * beta * spread
 
 
-@check_shapes("f_var: [N, 1]", "evidence: [N, 1]", "beta: []", "return: []")
+@check_shapes("f_var: [N, L]", "evidence: [N, L]", "beta: []", "return: []")
 def local_terms(f_var: tf.Tensor, evidence: tf.Tensor, beta: tf.Tensor) -> tf.Tensor:
     """
     Σₙ (E_q(fₙ)[log p(yₙ | fₙ)] + H[q(fₙ)] − β Var[fₙ] / 2): the part of the sites' constants
@@ -213,14 +215,14 @@ def local_terms(f_var: tf.Tensor, evidence: tf.Tensor, beta: tf.Tensor) -> tf.Te
 
 
 @check_shapes(
-    "f_mean: [N, 1]",
-    "f_var: [N, 1]",
-    "evidence: [N, 1]",
-    "cavity_mean: [N, 1]",
+    "f_mean: [N, L]",
+    "f_var: [N, L]",
+    "evidence: [N, L]",
+    "cavity_mean: [N, L]",
     "beta: []",
-    "return.a: [N, 1]",
-    "return.b: [N, 1]",
-    "return.w: [N, 1]",
+    "return.a: [N, L]",
+    "return.b: [N, L]",
+    "return.w: [N, L]",
 )
 def newton_sites(
     f_mean: tf.Tensor,
