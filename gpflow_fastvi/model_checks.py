@@ -43,10 +43,13 @@ INDEPENDENT_OUTPUT_INDUCING: Tuple[type, ...] = (
 
 
 def _output_count(part: Any) -> Optional[int]:
-    """How many outputs a multi-output kernel or inducing variable fixes (``None``: any)."""
+    """How many latent functions a multi-output kernel or inducing variable fixes (``None``:
+    any): its outputs, or the latent functions a LinearCoregionalization mixes."""
     if isinstance(part, gpflow.kernels.SharedIndependent):
         return int(part.output_dim)
-    if isinstance(part, gpflow.kernels.SeparateIndependent):
+    if isinstance(
+        part, (gpflow.kernels.SeparateIndependent, gpflow.kernels.LinearCoregionalization)
+    ):
         return len(part.kernels)
     if isinstance(part, gpflow.inducing_variables.SeparateIndependentInducingVariables):
         return len(part.inducing_variable_list)
@@ -58,6 +61,7 @@ def check_svgp_options(
     kernel: gpflow.kernels.Kernel,
     inducing_variable: Any,
     latent: int,
+    mixed: bool = False,
 ) -> None:
     """
     Raise :class:`UnsupportedConfigurationError` for the priors of :class:`gpflow.models.SVGP`
@@ -69,8 +73,10 @@ def check_svgp_options(
     :class:`~gpflow.inducing_variables.SharedIndependentInducingVariables` or
     :class:`~gpflow.inducing_variables.SeparateIndependentInducingVariables` (a kernel or a Z of
     each output's own, as many inducing inputs each), one output per latent function. Outputs
-    mixed by a matrix (:class:`~gpflow.kernels.LinearCoregionalization`) and GPflow's fallback of
-    one q(u) over every output's inducing values are refused with their reasons.
+    mixed by a matrix (:class:`~gpflow.kernels.LinearCoregionalization`) are taken where
+    ``mixed`` says the model's sites can be read through W, with the same inducing variables;
+    they and GPflow's fallback of one q(u) over every output's inducing values are refused
+    otherwise, with their reasons.
     """
     multi_kernel = isinstance(kernel, gpflow.kernels.MultioutputKernel)
     multi_inducing = isinstance(
@@ -78,12 +84,15 @@ def check_svgp_options(
     )
     if not multi_kernel and not multi_inducing:
         return
-    if isinstance(kernel, gpflow.kernels.LinearCoregionalization):
+    linear = isinstance(kernel, gpflow.kernels.LinearCoregionalization)
+    if linear and not mixed:
         raise UnsupportedConfigurationError(
             f"{model} takes latent functions that are independent GPs; LinearCoregionalization "
             "mixes them into the outputs by a matrix W, so each output's likelihood term couples "
-            "every latent function and its Gaussian sites are no longer one per latent function. "
-            "Use gpflow.models.SVGP for it, or SeparateIndependent kernels (one per output)."
+            f"every latent function, and {model}'s closed-form step needs one site per latent "
+            "function. Use VIConcave, whose sites are the derivatives of the expected "
+            "log-likelihood in each latent function's marginals, gpflow.models.SVGP, or "
+            "SeparateIndependent kernels (one per output)."
         )
     if not multi_kernel:
         raise UnsupportedConfigurationError(
@@ -92,9 +101,13 @@ def check_svgp_options(
             "SharedIndependent (or give a kernel per output in SeparateIndependent), or give "
             "plain inducing points."
         )
-    if not isinstance(kernel, INDEPENDENT_OUTPUT_KERNELS) or not isinstance(
-        inducing_variable, INDEPENDENT_OUTPUT_INDUCING
-    ):
+    if not isinstance(kernel, INDEPENDENT_OUTPUT_KERNELS) and not linear:
+        raise UnsupportedConfigurationError(
+            f"{model} takes GPflow's multi-output kernels SharedIndependent and "
+            f"SeparateIndependent{' and LinearCoregionalization' if mixed else ''}; got "
+            f"{type(kernel).__name__}. Use gpflow.models.SVGP for it."
+        )
+    if not isinstance(inducing_variable, INDEPENDENT_OUTPUT_INDUCING):
         raise UnsupportedConfigurationError(
             f"{model} takes independent outputs as GPflow spells them, a SharedIndependent or "
             "SeparateIndependent kernel with SharedIndependentInducingVariables or "

@@ -14,7 +14,7 @@ the frame whitened by L, where Kmm becomes I: the collapsed bound and the optima
 one more Cholesky factor, LB = chol(I + A W Aᵀ), and never the ill-conditioned Kmm + Kmn W Knm.
 """
 
-from typing import NamedTuple, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import gpflow
 import tensorflow as tf
@@ -23,6 +23,9 @@ from check_shapes import check_shapes
 from ..types import Sites, SiteStatistics
 from .cholesky import robust_cholesky
 
+_KERNEL_PER_LATENT = (gpflow.kernels.SeparateIndependent, gpflow.kernels.LinearCoregionalization)
+"""GPflow's multi-output kernels with a kernel of each latent function's own."""
+
 
 def separate_outputs(
     kernel: gpflow.kernels.Kernel,
@@ -30,13 +33,15 @@ def separate_outputs(
 ) -> bool:
     """
     Whether each latent function has a prior of its own: a
-    :class:`~gpflow.kernels.SeparateIndependent` kernel (a kernel per output), or
+    :class:`~gpflow.kernels.SeparateIndependent` kernel (a kernel per output), a
+    :class:`~gpflow.kernels.LinearCoregionalization` (a kernel per latent function, mixed into
+    the outputs afterwards, :func:`output_marginals`), or
     :class:`~gpflow.inducing_variables.SeparateIndependentInducingVariables` (a Z per output). Then
     Kmm, its factor L and the projection A carry a leading axis of the L latent functions
     ([L, M, M], [L, M, N]) where a shared prior has none; every function of the shared algebra
     takes both layouts.
     """
-    return isinstance(kernel, gpflow.kernels.SeparateIndependent) or isinstance(
+    return isinstance(kernel, _KERNEL_PER_LATENT) or isinstance(
         inducing_variable, gpflow.inducing_variables.SeparateIndependentInducingVariables
     )
 
@@ -79,7 +84,10 @@ def kmm_cholesky(
 @check_shapes("X: [N, D]", "return: [N, outputs...]")
 def prior_variances(kernel: gpflow.kernels.Kernel, X: tf.Tensor) -> tf.Tensor:
     """The prior variances Knn,ᵢᵢ: [N] for a single-output kernel, [N, L] for GPflow's
-    multi-output one (what :func:`single_output_parts` leaves of separate priors)."""
+    multi-output one (what :func:`single_output_parts` leaves of separate priors): those of the
+    latent functions, before a :class:`~gpflow.kernels.LinearCoregionalization` mixes them."""
+    if isinstance(kernel, gpflow.kernels.LinearCoregionalization):
+        return tf.stack([k(X, full_cov=False) for k in kernel.kernels], axis=-1)
     if isinstance(kernel, gpflow.kernels.MultioutputKernel):
         return kernel(X, full_cov=False, full_output_cov=False)
     return kernel(X, full_cov=False)
@@ -89,9 +97,61 @@ def prior_variances(kernel: gpflow.kernels.Kernel, X: tf.Tensor) -> tf.Tensor:
 def prior_covariance(kernel: gpflow.kernels.Kernel, X: tf.Tensor) -> tf.Tensor:
     """The prior covariance Knn: [N, N] for a single-output kernel, [L, N, N] for GPflow's
     multi-output one (:func:`prior_variances`)."""
+    if isinstance(kernel, gpflow.kernels.LinearCoregionalization):
+        return tf.stack([k(X, full_cov=True) for k in kernel.kernels])
     if isinstance(kernel, gpflow.kernels.MultioutputKernel):
         return kernel(X, full_cov=True, full_output_cov=False)
     return kernel(X, full_cov=True)
+
+
+def mixing(kernel: gpflow.kernels.Kernel) -> Optional[tf.Tensor]:
+    """W [P, L], which mixes the L latent functions g into the P outputs f = W g, for a
+    :class:`~gpflow.kernels.LinearCoregionalization`; ``None`` where each output is a latent
+    function."""
+    if isinstance(kernel, gpflow.kernels.LinearCoregionalization):
+        return tf.convert_to_tensor(kernel.W)
+    return None
+
+
+@check_shapes("Gmu: [N, L]", "Gvar: [N, L]", "return[0]: [N, P]", "return[1]: [N, P]")
+def output_marginals(
+    kernel: gpflow.kernels.Kernel, Gmu: tf.Tensor, Gvar: tf.Tensor
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """
+    The marginals q(fₙₚ) of the outputs from those of the latent functions, q(gₙₗ) = N(Gmu,
+    Gvar): the same where each output is a latent function; for f = W g (:func:`mixing`) with
+    q(u) independent across the latent functions, as SVGP's is, mean W g and variance
+    Σₗ Wₚₗ² Gvarₙₗ. A site model's likelihood term is a function of these, and so of the latent
+    marginals: its sites on each latent function are its derivatives there (chain rule).
+    """
+    W = mixing(kernel)
+    if W is None:
+        return Gmu, Gvar
+    return tf.matmul(Gmu, W, transpose_b=True), tf.matmul(Gvar, tf.square(W), transpose_b=True)
+
+
+@check_shapes(
+    "Gvar: [N, L]",
+    "cov: [L, N, N]",
+    "W: [P, L]",
+)
+def mixed_covariance(
+    Gvar: tf.Tensor, cov: Optional[tf.Tensor], W: tf.Tensor, full_cov: bool, full_output_cov: bool
+) -> tf.Tensor:
+    """
+    The covariance of the outputs f = W g in GPflow's layouts, from the latent functions'
+    variances Gvar [N, L] or (``full_cov``) covariances ``cov`` [L, N, N], independent across l:
+    [N, P], [N, P, P], [P, N, N] or [N, P, N, P], as GPflow's conditional for
+    :class:`~gpflow.kernels.LinearCoregionalization` gives them.
+    """
+    if not full_cov:
+        if full_output_cov:
+            return tf.einsum("nl,pl,ql->npq", Gvar, W, W)
+        return tf.matmul(Gvar, tf.square(W), transpose_b=True)
+    assert cov is not None
+    if full_output_cov:
+        return tf.einsum("lnm,pl,ql->npmq", cov, W, W)
+    return tf.einsum("lnm,pl->pnm", cov, tf.square(W))
 
 
 @check_shapes("Ktilde_diag: [N, outputs...]", "return: [N, broadcast L]")

@@ -196,7 +196,7 @@ class GaussianSitesModel(ClosedFormSiteModel):
         batch_size = positive_int(batch_size, "batch_size", optional=True)
         X = None
         if data is not None:
-            X, Y = check_data(data, self._columns_of_Y(likelihood, latent))
+            X, Y = check_data(data, self._columns_of_Y(likelihood, latent, kernel))
             Y = targets_for_likelihood(likelihood, Y)
             num_data = check_num_data(num_data, X.shape[0])
         elif num_data is not None:

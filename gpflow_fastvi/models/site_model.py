@@ -50,7 +50,7 @@ from gpflow.base import InputData, MeanAndVariance, RegressionData
 from gpflow.models import SVGP
 
 from ..distribution import set_trainable
-from ..exceptions import InvalidDataError
+from ..exceptions import InvalidDataError, UnsupportedConfigurationError
 from ..gaussian import (
     WhitenedQ,
     diagonal_q_sqrt,
@@ -59,6 +59,8 @@ from ..gaussian import (
     marginal_covariance,
     marginals,
     mean_field_sqrt,
+    mixed_covariance,
+    mixing,
     prior_covariance,
     robust_cholesky,
     single_output_parts,
@@ -132,6 +134,10 @@ class SiteModel(SVGP):
     _multi_class_likelihoods: ClassVar[Tuple[type, ...]] = ()
     """The likelihoods of C classes the model takes, with C latent functions (none unless the
     model says so)."""
+    _mixed_outputs: ClassVar[bool] = False
+    """Whether the model takes outputs mixed from its latent functions by a matrix W
+    (:class:`~gpflow.kernels.LinearCoregionalization`): its sites on each latent function are
+    read through W (:func:`~gpflow_fastvi.gaussian.output_marginals`)."""
     _objective_is_bound: ClassVar[bool]
     """Whether :meth:`_objective` is a lower bound on log p(y) (then also ≤ the yardstick at the
     q(u) it stores); ``False`` for a local approximation such as Taylor sites."""
@@ -229,8 +235,14 @@ class SiteModel(SVGP):
         latent = self._latent_functions(likelihood)
         if latent == 1:  # L independent outputs, Y [N, L], as SVGP takes them
             latent = positive_int(num_latent_gps, "num_latent_gps")
-        check_svgp_options(name, kernel, inducing_variable, latent)
+        check_svgp_options(name, kernel, inducing_variable, latent, self._mixed_outputs)
         check_latent_functions(name, likelihood, num_latent_gps, latent)
+        if mixing(kernel) is not None and isinstance(likelihood, self._multi_class_likelihoods):
+            raise UnsupportedConfigurationError(
+                f"{name} takes LinearCoregionalization with a likelihood of one output per "
+                f"column of Y, not {type(likelihood).__name__}'s classes: give a kernel per "
+                "class in SeparateIndependent."
+            )
         return likelihood, latent
 
     def _build(
@@ -254,6 +266,14 @@ class SiteModel(SVGP):
         SVGP's variables, with q(u) where SVGP's would start (``given`` is the inducing variable
         as the caller gave it; ``full`` for Z = X), held out of the gradients; then the parts.
         """
+        if mixing(kernel) is not None and not isinstance(
+            mean_function, (type(None), gpflow.mean_functions.Zero)
+        ):
+            raise UnsupportedConfigurationError(
+                f"{type(self).__name__} takes LinearCoregionalization without a mean function: "
+                "the sites are read through W on the latent functions, and a mean of the "
+                "outputs has no latent function to go to. Subtract it from Y."
+            )
         initial_mu, initial_sqrt = svgp_initial_q(
             q_mu, q_sqrt, int(inducing_variable.num_inducing), latent, q_diag
         )
@@ -299,15 +319,22 @@ class SiteModel(SVGP):
         return 1
 
     @classmethod
-    def _columns_of_Y(cls, likelihood: gpflow.likelihoods.Likelihood, latent: int) -> int:
+    def _columns_of_Y(
+        cls, likelihood: gpflow.likelihoods.Likelihood, latent: int, kernel: gpflow.kernels.Kernel
+    ) -> int:
         """The columns of Y for ``likelihood`` with ``latent`` latent functions: one, the class,
-        for a likelihood of C classes; else one per latent function, an output each."""
-        return 1 if isinstance(likelihood, cls._multi_class_likelihoods) else latent
+        for a likelihood of C classes; one per output P of a kernel that mixes the latent
+        functions into P outputs (:func:`~gpflow_fastvi.gaussian.mixing`); else one per latent
+        function, an output each."""
+        if isinstance(likelihood, cls._multi_class_likelihoods):
+            return 1
+        W = mixing(kernel)
+        return latent if W is None else int(W.shape[0])
 
     @property
     def _target_columns(self) -> int:
         """The columns of the model's targets Y (:meth:`_columns_of_Y`), as the data are checked."""
-        return self._columns_of_Y(self.likelihood, self.num_latent_gps)
+        return self._columns_of_Y(self.likelihood, self.num_latent_gps, self.kernel)
 
     def _default_method(self) -> str:
         """
@@ -576,11 +603,17 @@ class SiteModel(SVGP):
         q = self._whitened(self.q_mu, self.q_sqrt, L)
         projection = self._passes.projection(Xnew, L)
         Gmu, var = marginals(projection.A, projection.Ktilde_diag, q)  # [N, L] each
-        mean = Gmu + self.mean_function(Xnew)
+        cov = None
         if full_cov:
             kernel, _ = single_output_parts(self.kernel, self.inducing_variable)
             Knn = prior_covariance(kernel, Xnew)  # [N, N], or [L, N, N] separate
             cov = marginal_covariance(projection.A, Knn, q.R)  # [L, N, N]
+        W = mixing(self.kernel)
+        if W is not None:  # outputs f = W g; a mean function is refused with them
+            mean = tf.matmul(Gmu, W, transpose_b=True)
+            return mean, mixed_covariance(var, cov, W, full_cov, full_output_cov)
+        mean = Gmu + self.mean_function(Xnew)
+        if cov is not None:
             if not full_output_cov:
                 return mean, cov
             # Independent latent functions: [N, L, N, L], zero between two of them.

@@ -16,8 +16,10 @@ from ..gaussian import (
     expected_sites,
     kl_to_prior,
     marginals,
+    mixing,
     natural_parameters,
     natural_step,
+    output_marginals,
     q_from_natural,
     shift_sites,
     site_target,
@@ -117,6 +119,13 @@ class VIConcave(GaussianSitesModel):
     falling. RobustMax too sees only differences between classes, and the common shift is removed
     as for the softmax.
 
+    **Mixed outputs.** With GPflow's :class:`~gpflow.kernels.LinearCoregionalization` the P
+    outputs are f = W g of L independent latent functions (Y [N, P], ``num_latent_gps=L``). fᵦ is
+    then the outputs' expected log-likelihood at the marginals W makes of the latent ones
+    (:func:`~gpflow_fastvi.gaussian.output_marginals`), and the sites, its derivatives in those
+    latent marginals, are one per latent function as for C classes: the steps end at SVGP's
+    optimum for the mixed model.
+
     Likelihoods: any :class:`gpflow.likelihoods.ScalarLikelihood` whose log-density is concave
     in f (Bernoulli with the logit or probit link, Poisson, Gaussian, Exponential, Gamma), and
     GPflow's ``Softmax`` and ``MultiClass``; Student-t and Beta are refused
@@ -129,6 +138,7 @@ class VIConcave(GaussianSitesModel):
     _objective_is_bound = True
     _multi_class_likelihoods = (gpflow.likelihoods.Softmax, gpflow.likelihoods.MultiClass)
     _full_data_loss_steps = LOSS_STEPS
+    _mixed_outputs = True
 
     @classmethod
     def _checked_likelihood(
@@ -176,7 +186,7 @@ class VIConcave(GaussianSitesModel):
         )
         return tuple(
             expectation_sites(
-                lambda m, v: self._expected_log_density(X, Y, m, v),
+                lambda m, v: self._expected_latent_density(X, Y, m, v),
                 Fmu,
                 Fvar,
                 name=type(self.likelihood).__name__,
@@ -244,12 +254,20 @@ class VIConcave(GaussianSitesModel):
         if sites is None:
             sites = self.local_sites(X, Y, held_Fmu, held_Fvar)
         total = tf.reduce_sum(expected_sites(nest_stop_gradient(sites), Fmu, Fvar))
-        if not self.likelihood.trainable_variables:
+        if not self.likelihood.trainable_variables and mixing(self.kernel) is None:
             return total
         # The sites carry fᵦ's gradient in the marginals only; its gradient in the likelihood's
-        # own parameters (a Gaussian's variance) is fᵦ's at the held marginals, added at value 0.
-        f_b = tf.reduce_sum(self._expected_log_density(X, Y, held_Fmu, held_Fvar))
+        # own parameters (a Gaussian's variance) and in the W that mixes the latent functions
+        # into the outputs is fᵦ's at the held marginals, added at value 0.
+        f_b = tf.reduce_sum(self._expected_latent_density(X, Y, held_Fmu, held_Fvar))
         return total + (f_b - tf.stop_gradient(f_b))
+
+    def _expected_latent_density(
+        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
+    ) -> tf.Tensor:
+        """fᵦ [N] at the marginals of the latent functions, through the outputs they make
+        (:func:`~gpflow_fastvi.gaussian.output_marginals`): the function the sites touch."""
+        return self._expected_log_density(X, Y, *output_marginals(self.kernel, Fmu, Fvar))
 
     def _stepped_sites(
         self,
