@@ -186,6 +186,40 @@ def _assert_predictions_equal(model, svgp, X):
                 np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-12)
 
 
+def _assert_at_svgps_optimum(model, kernel, inducing_variable, X, Y):
+    """GPflow's SVGP on the model's prior (a second ``kernel`` and ``inducing_variable`` of the
+    same kind) and at its q(u) has the model's ELBO, the same gradient in the kernel's
+    parameters and the same predictions in all four covariance layouts; and a natural-gradient
+    step of size 1 moves its ELBO by nothing: the model's q(u) is SVGP's optimum."""
+    svgp = gpflow.models.SVGP(
+        kernel,
+        gpflow.likelihoods.Gaussian(float(model.likelihood.variance.numpy())),
+        inducing_variable,
+        num_latent_gps=model.num_latent_gps,
+        whiten=model.whiten,
+        q_mu=model.q_mu.numpy(),
+        q_sqrt=model.q_sqrt.numpy(),
+    )
+    elbo = float(svgp.elbo((X, Y)))
+    np.testing.assert_allclose(float(model.elbo((X, Y))), elbo, rtol=1e-10)
+    with tf.GradientTape() as ours:
+        our_elbo = model.elbo((X, Y))
+    with tf.GradientTape() as theirs:
+        their_elbo = svgp.elbo((X, Y))
+    our_gradients = ours.gradient(our_elbo, model.kernel.trainable_variables)
+    their_gradients = theirs.gradient(their_elbo, svgp.kernel.trainable_variables)
+    assert len(our_gradients) == len(their_gradients) > 0
+    for a, b in zip(our_gradients, their_gradients):
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-10)
+    _assert_predictions_equal(model, svgp, X[:4])
+    gpflow.set_trainable(svgp.q_mu, False)
+    gpflow.set_trainable(svgp.q_sqrt, False)
+    gpflow.optimizers.NaturalGradient(1.0).minimize(
+        svgp.training_loss_closure((X, Y)), [(svgp.q_mu, svgp.q_sqrt)]
+    )
+    np.testing.assert_allclose(float(svgp.elbo((X, Y))), elbo, rtol=1e-8)
+
+
 def _separate_parts(kind, Z, P):
     """GPflow's independent multi-output priors with a part of each output's own: a kernel per
     output, a Z per output, or both (the kernels' lengthscales differ, the Z are shifted)."""
@@ -228,36 +262,7 @@ def test_separate_priors_step_to_svgps_optimum_and_predict_as_svgp(model_class, 
         whiten=whiten,
     )
     model.update_sites(1, data=(X, Y))
-    kernel, inducing_variable = _separate_parts(kind, Z, 3)
-    svgp = gpflow.models.SVGP(
-        kernel,
-        gpflow.likelihoods.Gaussian(0.1),
-        inducing_variable,
-        num_latent_gps=3,
-        whiten=whiten,
-        q_mu=model.q_mu.numpy(),
-        q_sqrt=model.q_sqrt.numpy(),
-    )
-    elbo = float(svgp.elbo((X, Y)))
-    np.testing.assert_allclose(float(model.elbo((X, Y))), elbo, rtol=1e-10)
-    ours = tf.GradientTape()
-    with ours:
-        our_elbo = model.elbo((X, Y))
-    theirs = tf.GradientTape()
-    with theirs:
-        their_elbo = svgp.elbo((X, Y))
-    for a, b in zip(
-        ours.gradient(our_elbo, model.kernel.trainable_variables),
-        theirs.gradient(their_elbo, svgp.kernel.trainable_variables),
-    ):
-        np.testing.assert_allclose(a, b, rtol=1e-7)
-    _assert_predictions_equal(model, svgp, X[:4])
-    gpflow.set_trainable(svgp.q_mu, False)
-    gpflow.set_trainable(svgp.q_sqrt, False)
-    gpflow.optimizers.NaturalGradient(1.0).minimize(
-        svgp.training_loss_closure((X, Y)), [(svgp.q_mu, svgp.q_sqrt)]
-    )
-    np.testing.assert_allclose(float(svgp.elbo((X, Y))), elbo, rtol=1e-8)
+    _assert_at_svgps_optimum(model, *_separate_parts(kind, Z, 3), X, Y)
 
 
 def test_a_kernel_per_class_trains_by_fit_to_a_higher_softmax_elbo_than_one_kernel(rng):
@@ -422,34 +427,7 @@ def test_vi_concave_steps_mixed_outputs_to_svgps_optimum(kind, whiten, rng):
     likelihood = gpflow.likelihoods.Gaussian(0.05)
     model = fv.VIConcave(kernel, likelihood, inducing_variable, num_latent_gps=2, whiten=whiten)
     model.update_sites(200, data=(X, Y))
-    svgp_kernel, svgp_inducing = _mixed_parts(kind, Z, W)
-    svgp = gpflow.models.SVGP(
-        svgp_kernel,
-        gpflow.likelihoods.Gaussian(0.05),
-        svgp_inducing,
-        num_latent_gps=2,
-        whiten=whiten,
-        q_mu=model.q_mu.numpy(),
-        q_sqrt=model.q_sqrt.numpy(),
-    )
-    elbo = float(svgp.elbo((X, Y)))
-    np.testing.assert_allclose(float(model.elbo((X, Y))), elbo, rtol=1e-10)
-    with tf.GradientTape() as ours:
-        our_elbo = model.elbo((X, Y))
-    with tf.GradientTape() as theirs:
-        their_elbo = svgp.elbo((X, Y))
-    our_gradients = ours.gradient(our_elbo, model.kernel.trainable_variables)
-    their_gradients = theirs.gradient(their_elbo, svgp.kernel.trainable_variables)
-    assert len(our_gradients) == len(their_gradients) == 2 * 2 + 1  # W among them
-    for a, b in zip(our_gradients, their_gradients):
-        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-10)
-    _assert_predictions_equal(model, svgp, X[:4])
-    gpflow.set_trainable(svgp.q_mu, False)
-    gpflow.set_trainable(svgp.q_sqrt, False)
-    gpflow.optimizers.NaturalGradient(1.0).minimize(
-        svgp.training_loss_closure((X, Y)), [(svgp.q_mu, svgp.q_sqrt)]
-    )
-    np.testing.assert_allclose(float(svgp.elbo((X, Y))), elbo, rtol=1e-8)
+    _assert_at_svgps_optimum(model, *_mixed_parts(kind, Z, W), X, Y)
 
 
 @pytest.mark.slow
