@@ -81,13 +81,21 @@ def kmm_cholesky(
     return robust_cholesky(Kmm, what="Kmm")
 
 
+def _latent_kernel(kernel: gpflow.kernels.Kernel) -> gpflow.kernels.Kernel:
+    """The kernel of the latent functions: for a :class:`~gpflow.kernels.LinearCoregionalization`
+    the independent GPs it mixes, each with its kernel (a
+    :class:`~gpflow.kernels.SeparateIndependent` of the same kernel objects); else the kernel."""
+    if isinstance(kernel, gpflow.kernels.LinearCoregionalization):
+        return gpflow.kernels.SeparateIndependent(kernel.kernels)
+    return kernel
+
+
 @check_shapes("X: [N, D]", "return: [N, outputs...]")
 def prior_variances(kernel: gpflow.kernels.Kernel, X: tf.Tensor) -> tf.Tensor:
     """The prior variances Knn,ᵢᵢ: [N] for a single-output kernel, [N, L] for GPflow's
     multi-output one (what :func:`single_output_parts` leaves of separate priors): those of the
     latent functions, before a :class:`~gpflow.kernels.LinearCoregionalization` mixes them."""
-    if isinstance(kernel, gpflow.kernels.LinearCoregionalization):
-        return tf.stack([k(X, full_cov=False) for k in kernel.kernels], axis=-1)
+    kernel = _latent_kernel(kernel)
     if isinstance(kernel, gpflow.kernels.MultioutputKernel):
         return kernel(X, full_cov=False, full_output_cov=False)
     return kernel(X, full_cov=False)
@@ -97,8 +105,7 @@ def prior_variances(kernel: gpflow.kernels.Kernel, X: tf.Tensor) -> tf.Tensor:
 def prior_covariance(kernel: gpflow.kernels.Kernel, X: tf.Tensor) -> tf.Tensor:
     """The prior covariance Knn: [N, N] for a single-output kernel, [L, N, N] for GPflow's
     multi-output one (:func:`prior_variances`)."""
-    if isinstance(kernel, gpflow.kernels.LinearCoregionalization):
-        return tf.stack([k(X, full_cov=True) for k in kernel.kernels])
+    kernel = _latent_kernel(kernel)
     if isinstance(kernel, gpflow.kernels.MultioutputKernel):
         return kernel(X, full_cov=True, full_output_cov=False)
     return kernel(X, full_cov=True)
