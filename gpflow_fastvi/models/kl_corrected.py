@@ -50,8 +50,9 @@ class KLCorrected(GaussianSitesModel):
     f ~ GP(μ, k + β⁻¹δ). The posterior is approximated by q(f̄) ∏ₙ q(fₙ), and both factors have
     closed-form updates (the E-step, :meth:`update_sites`; by default a Newton step on the mean
     of q(f̄) with the paper's fixed point, see :meth:`_step_rule`): q(fₙ) ∝ p(yₙ | fₙ) N(fₙ | ⟨f̄ₙ⟩, β⁻¹),
-    whose moments come from derivatives of log Zₙ (closed form for GPflow's probit ``Bernoulli()``,
-    Gauss–Hermite quadrature for any other likelihood); and q(f̄) is GP regression on the
+    whose moments come from derivatives of log Zₙ (closed form for GPflow's probit ``Bernoulli()``
+    and ``Gaussian``, Gauss–Hermite quadrature for any other likelihood, :meth:`_log_normaliser`),
+    one per point and output for L outputs; and q(f̄) is GP regression on the
     pseudo-targets ⟨fₙ⟩ with noise β⁻¹, i.e. Gaussian sites b = β⟨fₙ⟩, w = β whose constants carry
     the rest of the bound (:mod:`gpflow_fastvi.sites.ppa`), through the shared algebra of
     :mod:`gpflow_fastvi.gaussian` like every other model.
