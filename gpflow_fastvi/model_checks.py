@@ -285,11 +285,14 @@ def check_log_concave(likelihood: gpflow.likelihoods.Likelihood, model: str) -> 
     sensible posterior without a word.
     """
     if isinstance(likelihood, NOT_LOG_CONCAVE_LIKELIHOODS):
+        student = isinstance(likelihood, gpflow.likelihoods.StudentT)
         raise IncompatibleLikelihoodError(
             f"{model} needs a likelihood whose log-density is concave in f; "
             f"{type(likelihood).__name__}'s is not (it bends upwards away from the data, where "
-            "the sites' curvature would have to be negative). Use gpflow.models.SVGP for it, or a "
-            "log-concave likelihood such as Gaussian, Bernoulli, Poisson, Exponential or Gamma."
+            "the sites' curvature would have to be negative). Use "
+            f"{'VIConcave (whose steps test the ELBO) or ' if student else ''}"
+            "gpflow.models.SVGP for it, or a log-concave likelihood such as Gaussian, Bernoulli, "
+            "Poisson, Exponential or Gamma."
         )
     if not isinstance(likelihood, LOG_CONCAVE_LIKELIHOODS):
         warnings.warn(

@@ -126,9 +126,16 @@ class VIConcave(GaussianSitesModel):
     latent marginals, are one per latent function as for C classes: the steps end at SVGP's
     optimum for the mixed model.
 
+    **Student-t.** GPflow's ``StudentT`` is taken as ``MultiClass`` is: its log-density bends
+    upwards away from the data, so at an outlier fᵦ can bend upwards in v and that site's
+    precision is clipped at 0, while the ELBO test of every step keeps the bound from falling.
+    On 1-D data with 10–30 % of the points moved by 3 to 30 noise scales, the steps at SVGP's
+    trained θ ended within 2·10⁻³ nats of SVGP's ELBO, and ``fit`` within 2·10⁻³ nats of SVGP
+    trained by Scipy (tests/test_vi_concave.py).
+
     Likelihoods: any :class:`gpflow.likelihoods.ScalarLikelihood` whose log-density is concave
-    in f (Bernoulli with the logit or probit link, Poisson, Gaussian, Exponential, Gamma), and
-    GPflow's ``Softmax`` and ``MultiClass``; Student-t and Beta are refused
+    in f (Bernoulli with the logit or probit link, Poisson, Gaussian, Exponential, Gamma),
+    GPflow's ``StudentT``, ``Softmax`` and ``MultiClass``; Beta is refused
     (:func:`~gpflow_fastvi.model_checks.check_log_concave`). Default
     ``Bernoulli(invlink=tf.sigmoid)``.
     """
@@ -154,7 +161,8 @@ class VIConcave(GaussianSitesModel):
         if isinstance(likelihood, cls._multi_class_likelihoods):
             return likelihood
         check_scalar_likelihood(likelihood, "VIConcave")
-        check_log_concave(likelihood, "VIConcave")
+        if not isinstance(likelihood, gpflow.likelihoods.StudentT):  # taken: class docstring
+            check_log_concave(likelihood, "VIConcave")
         return likelihood
 
     def _shift_removed(self, q: WhitenedQ) -> WhitenedQ:
