@@ -423,10 +423,18 @@ class VIConcave(GaussianSitesModel):
             if in_memory
             else self._expected_total
         )
-        total = over_data(per_rows, q, differentiable=True)
-        q_mu, q_sqrt = self._stored(q, L)
+        q_mu, q_sqrt = (tf.stop_gradient(t) for t in self._stored(q, L))
+        # The objective's gradient in θ holds q(u) fixed as the model stores it, as SVGP's does.
+        # The steps end at the optimum of the model's family, so by the envelope theorem that is
+        # the gradient of the optimum, provided the family does not move with θ when q(u) is
+        # held: it does not in the stored frame, but with q_diag=True and whiten=False a
+        # factorised q(u) held in the whitened frame would stop being factorised as Kmm moved
+        # (its θ-gradient was then off by a term of the constraint: the lengthscales' sign
+        # flipped on a 2-D set).
+        held = self._whitened(q_mu, q_sqrt, L)
+        total = over_data(per_rows, held, differentiable=True)
         return SteppedSites(
-            objective=total - kl_to_prior(q),
+            objective=total - kl_to_prior(held),
             q_mu=tf.stop_gradient(q_mu),
             q_sqrt=tf.stop_gradient(q_sqrt),
             site_parameters=(
