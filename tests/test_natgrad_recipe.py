@@ -85,3 +85,23 @@ def test_gpflows_recipe_on_classification_runs_and_ends_near_svgps_elbo(cls):
         _model(gpflow.models.SVGP, gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)), data, 0.1, 15
     )
     assert ours > svgp - 0.01  # per point; SVGP's natural steps of 0.1 have not converged q(u)
+
+
+@pytest.mark.parametrize("cls", [fv.VIConcave, fv.PolyaGammaSVGP], ids=lambda c: c.__name__)
+def test_the_recipe_on_mini_batches_runs_and_natural_gradient_leaves_the_models_step(cls):
+    """A closure over an iterator of mini-batches: the loss's own step on q(u) is the
+    natural-gradient step, and its gradient in (q_mu, q_sqrt), zero where it stored q(u), lets
+    GPflow's NaturalGradient run without moving it further."""
+    X, Y = _data(classification=True)
+    likelihood = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
+    model, twin = _model(cls, likelihood), _model(cls, likelihood)
+    dataset = tf.data.Dataset.from_tensor_slices((X, Y)).repeat().batch(50)
+    loss = model.training_loss_closure(iter(dataset))
+    gpflow.optimizers.NaturalGradient(gamma=0.5).minimize(loss, [(model.q_mu, model.q_sqrt)])
+    twin.training_loss(next(iter(dataset)))  # the same first batch, the loss's step alone
+    assert not np.allclose(twin.q_mu, 0.0)
+    np.testing.assert_allclose(model.q_mu, twin.q_mu, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(model.q_sqrt, twin.q_sqrt, rtol=1e-8, atol=1e-10)
+    tf_keras.optimizers.Adam(0.01).minimize(
+        loss, model.trainable_variables
+    )  # the recipe's other half

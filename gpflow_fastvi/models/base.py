@@ -252,8 +252,6 @@ class GaussianSitesModel(ClosedFormSiteModel):
         follows by the method's own step.
         """
         data = self._passes.training_data(data)
-        if self._passes.is_mini_batch(data):
-            return self._mini_batch_loss_step(data)
 
         def loss() -> tf.Tensor:
             stepped = self._closed_form_steps(data, self._full_data_loss_steps)
@@ -262,9 +260,12 @@ class GaussianSitesModel(ClosedFormSiteModel):
             )
             return self._with_q_gradient(value, stepped.q_mu, stepped.q_sqrt)
 
-        if not self._projects_all_at_once(data):
-            return loss()  # differentiable under tf.function, where no tf.cond wraps it
-        return self._passes.where_factorisable(loss)
+        def all_data() -> tf.Tensor:
+            if not self._projects_all_at_once(data):
+                return loss()  # differentiable under tf.function, where no tf.cond wraps it
+            return self._passes.where_factorisable(loss)
+
+        return self._passes.by_rows(data, lambda: self._mini_batch_loss_step(data), all_data)
 
     def _closure_data(self, data: Any) -> Data:
         """The data a closure over all of them works on, checked once

@@ -185,8 +185,6 @@ class PolyaGammaSVGP(SiteModel):
         """
         X, Y = self._checked_call_data(data, "training_loss")
         streamed = Y is None
-        if not streamed and self._passes.is_mini_batch((X, Y)):
-            return self._mini_batch_loss_step((X, Y))
 
         def loss() -> tf.Tensor:
             L = self._passes.Kmm_cholesky()
@@ -222,7 +220,13 @@ class PolyaGammaSVGP(SiteModel):
             with tf.control_dependencies([tf.debugging.Assert(finite, [NOT_FINITE_STEP])]):
                 return evaluated()
 
-        return loss() if streamed else self._passes.where_factorisable(loss)
+        if streamed:
+            return loss()
+        return self._passes.by_rows(
+            (X, Y),
+            lambda: self._mini_batch_loss_step((X, Y)),
+            lambda: self._passes.where_factorisable(loss),
+        )
 
     def update_sites(
         self, num_updates: int = 1, *, data: Optional[RegressionData] = None

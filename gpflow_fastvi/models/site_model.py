@@ -367,11 +367,16 @@ class SiteModel(SVGP):
 
             return tf.function(closure, autograph=False) if compile else closure
         batches = data
+
+        def batch_loss(batch: Any) -> tf.Tensor:
+            with self._passes.iterator_batches():  # each batch a mini-batch, whatever its rows
+                return self.training_loss(batch)
+
         if not compile:
-            return lambda: self.training_loss(next(batches))
+            return lambda: batch_loss(next(batches))
         spec = getattr(batches, "element_spec", None)  # a tf.data iterator: one trace for all
         step = tf.function(
-            self.training_loss, input_signature=None if spec is None else [spec], autograph=False
+            batch_loss, input_signature=None if spec is None else [spec], autograph=False
         )
         return lambda: step(next(batches))
 
