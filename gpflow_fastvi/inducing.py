@@ -29,6 +29,9 @@ def kmeans_inducing_points(X: np.ndarray, num_inducing: int, *, seed: int = 0) -
     with warnings.catch_warnings():
         # An empty cluster keeps its k-means++ seed, which is a data point: harmless here.
         warnings.filterwarnings("ignore", message="One of the clusters is empty")
+        # Fewer distinct rows than centres (binary features, repeated rows): k-means++ runs out of
+        # new points and divides 0 by 0 for its next draw's weights; its centres are still rows.
+        warnings.filterwarnings("ignore", message="invalid value encountered in divide")
         centres, _ = kmeans2(X, num_inducing, minit="++", seed=np.random.default_rng(seed))
     return centres
 

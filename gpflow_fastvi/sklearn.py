@@ -11,6 +11,7 @@ given, a sparse variational GP classifier of this package and trains it by
 
 import copy
 import functools
+import numbers
 from typing import Any, Dict, Optional, Tuple
 
 import gpflow
@@ -82,8 +83,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     :param kernel: a GPflow kernel, copied at each ``fit`` (the one given is left untouched).
         ``None``: a squared exponential with one lengthscale per feature, each started at
         ``lengthscale``.
-    :param lengthscale: the starting lengthscales of the default kernel; ``None`` for √D (D
-        features), a good start for standardised inputs. Only with ``kernel=None``.
+    :param lengthscale: one positive number, where every lengthscale of the default kernel
+        starts; ``None`` for √D (D features), a good start for standardised inputs. Only with
+        ``kernel=None``.
     :param n_inducing: the number of inducing inputs M, at most the number of training points.
     :param inducing: how they are chosen: ``"kmeans"`` (k-means centres of the standardised
         inputs, :func:`~gpflow_fastvi.kmeans_inducing_points`) or ``"greedy"`` (Titsias's
@@ -202,8 +204,16 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                 "lengthscale starts the default kernel's lengthscales; with a kernel of your own, "
                 "set its lengthscales instead."
             )
-        if self.lengthscale is not None and not self.lengthscale > 0:
-            raise ValueError(f"lengthscale must be positive, not {self.lengthscale!r}.")
+        if self.lengthscale is not None and not (
+            isinstance(self.lengthscale, numbers.Real)
+            and not isinstance(self.lengthscale, bool)
+            and self.lengthscale > 0
+        ):
+            raise ValueError(
+                "lengthscale must be one positive number, the start of every lengthscale of the "
+                f"default kernel, not {self.lengthscale!r}; for lengthscales of their own, pass "
+                "kernel=gpflow.kernels.SquaredExponential(lengthscales=[...])."
+            )
 
     def _starting_kernel(self, D: int) -> gpflow.kernels.Kernel:
         """A copy of ``kernel``, or the ARD squared exponential at ``lengthscale`` (√D)."""

@@ -1,5 +1,7 @@
 """Greedy inducing inputs (Titsias's selection): the trace term it shrinks, against direct algebra."""
 
+import warnings
+
 import gpflow
 import numpy as np
 import pytest
@@ -238,3 +240,14 @@ def test_more_inputs_than_the_kernel_can_tell_apart_still_gives_m_rows(inputs, k
     assert len({tuple(z) for z in Z[:3]}) == 3 and Z.shape == (5, 2)
     Kmm = kernel(Z).numpy() + gpflow.config.default_jitter() * np.eye(5)
     np.linalg.cholesky(Kmm)
+
+
+def test_kmeans_on_fewer_distinct_rows_than_centres_is_quiet_and_places_rows():
+    """Binary features have few distinct rows: k-means++ runs out of new points, which SciPy
+    warns of as a division by zero; the centres are rows of X all the same, and nothing is said."""
+    X = np.random.default_rng(0).integers(0, 2, (200, 3)).astype(float)  # 8 distinct rows
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Z = kmeans_inducing_points(X, 20, seed=0)
+    assert Z.shape == (20, 3) and np.all(np.isfinite(Z))
+    assert set(map(tuple, Z)) <= set(map(tuple, X))

@@ -110,6 +110,9 @@ def test_refusals_follow_scikit_learns_conventions(binary, three_classes) -> Non
         GPClassifier(kernel=gpflow.kernels.Matern32(), lengthscale=1.0).fit(X, y)
     with pytest.raises(ValueError, match="inducing"):
         GPClassifier(inducing="random").fit(X, y)
+    for start in (np.ones(X.shape[1]), [1.0, 2.0], "1", True, 0.0):
+        with pytest.raises(ValueError, match="lengthscale must be one positive number"):
+            GPClassifier(lengthscale=start).fit(X, y)
     with pytest.raises(ValueError, match="expecting 4 features"):
         GPClassifier(**SMALL).fit(X, y).predict(X[:, :3])
 
