@@ -207,8 +207,9 @@ def _mini_batch_loss_step(model: "SiteModel", data: RegressionData) -> tf.Tensor
     X, _ = data
     rho = mini_batch_step_size(tf.shape(X)[0], LOSS_AVERAGED_POINTS)
     loss = -(natural_gradient_step(model, data, rho) + model.log_prior_density())
-    # GPflow's natural-gradient recipe asks this loss for its gradient in (q_mu, q_sqrt): that of
-    # the KL to the q(u) the step stored, zero there, as a full-data loss gives it.
-    with tf.control_dependencies([loss]):
-        reached = tf.convert_to_tensor(model.q_mu), tf.convert_to_tensor(model.q_sqrt)
-    return model._with_q_gradient(loss, *reached)
+    # GPflow's natural-gradient recipe asks this loss for its gradient in (q_mu, q_sqrt). A
+    # full-data loss gives that of the KL to the q(u) its steps reached (SiteModel._with_q_gradient),
+    # zero where it stored it; this step always stores its q(u), so the gradient is zero, given
+    # without the factor of Kmm that KL would take on every mini-batch.
+    held_q = (tf.reduce_sum(tf.convert_to_tensor(p)) for p in (model.q_mu, model.q_sqrt))
+    return loss + 0.0 * tf.add_n(list(held_q))

@@ -435,8 +435,8 @@ class VIConcave(GaussianSitesModel):
         total = over_data(per_rows, held, differentiable=True)
         return SteppedSites(
             objective=total - kl_to_prior(held),
-            q_mu=tf.stop_gradient(q_mu),
-            q_sqrt=tf.stop_gradient(q_sqrt),
+            q_mu=q_mu,
+            q_sqrt=q_sqrt,
             site_parameters=(
                 tuple(sites) if sites is not None and site_parameters is not None else ()
             ),
