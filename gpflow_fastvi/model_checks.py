@@ -90,9 +90,9 @@ def check_svgp_options(
             f"{model} takes latent functions that are independent GPs; LinearCoregionalization "
             "mixes them into the outputs by a matrix W, so each output's likelihood term couples "
             f"every latent function, and {model}'s closed-form step needs one site per latent "
-            "function. Use VIConcave, whose sites are the derivatives of the expected "
-            "log-likelihood in each latent function's marginals, gpflow.models.SVGP, or "
-            "SeparateIndependent kernels (one per output)."
+            "function. Use VIConcave or VITaylor, whose sites are read through W onto each "
+            "latent function, gpflow.models.SVGP, or SeparateIndependent kernels (one per "
+            "output)."
         )
     if not multi_kernel:
         raise UnsupportedConfigurationError(

@@ -296,7 +296,7 @@ def test_multi_output_configurations_that_are_not_independent_outputs_are_refuse
     mixed = gpflow.kernels.LinearCoregionalization(
         [gpflow.kernels.Matern52() for _ in range(2)], W=np.ones((3, 2))
     )
-    for model_class in (fv.VITaylor, fv.VIJJ, fv.PolyaGammaSVGP, fv.KLCorrected):
+    for model_class in (fv.VIJJ, fv.PolyaGammaSVGP, fv.KLCorrected):
         # A closed-form step needs one site per latent function: the error names VIConcave.
         binary = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
         with pytest.raises(fv.UnsupportedConfigurationError, match="mixes them.*Use VIConcave"):
@@ -326,8 +326,12 @@ def test_multi_output_configurations_that_are_not_independent_outputs_are_refuse
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["shared", "mixed"])
-def test_gpflows_multi_output_notebook_case_swapped_ends_at_svgps_elbo(case):
+@pytest.mark.parametrize(
+    "case, model_class",
+    [("shared", fv.VIConcave), ("mixed", fv.VIConcave), ("mixed", fv.VITaylor)],
+    ids=["shared-VIConcave", "mixed-VIConcave", "mixed-VITaylor"],
+)
+def test_gpflows_multi_output_notebook_case_swapped_ends_at_svgps_elbo(case, model_class):
     """GPflow's multi-output notebook, its first independent case (one kernel and one Z for all
     outputs) and its mixed case (two latent functions mixed into the three outputs by
     LinearCoregionalization, W drawn at random), Z trained, gpflow.optimizers.Scipy, with the
@@ -367,7 +371,7 @@ def test_gpflows_multi_output_notebook_case_swapped_ends_at_svgps_elbo(case):
         )
         return float(model.elbo((X, Y)))
 
-    assert (trained(gpflow.models.SVGP) - trained(fv.VIConcave)) / N < 0.01
+    assert (trained(gpflow.models.SVGP) - trained(model_class)) / N < 0.01
 
 
 @pytest.mark.parametrize("kind", ["kernels", "inducing", "both"])
@@ -412,22 +416,55 @@ def _mixed_parts(kind, Z, W):
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["shared", "separate"])
 @pytest.mark.parametrize("whiten", [True, False])
-def test_vi_concave_steps_mixed_outputs_to_svgps_optimum(kind, whiten, rng):
+@pytest.mark.parametrize("model_class", [fv.VIConcave, fv.VITaylor], ids=lambda c: c.__name__)
+def test_mixed_outputs_step_to_svgps_optimum(model_class, kind, whiten, rng):
     """Outputs f = W g mixed from independent latent functions (GPflow's
     LinearCoregionalization): VIConcave's sites on each latent function are the derivatives of
-    the expected log-likelihood in its marginals, through W. Its steps end at SVGP's optimal
-    q(u), where GPflow's natural-gradient step moves SVGP's ELBO by nothing; there the ELBO, its
-    gradient in the kernels and in W, and the predictions in all four covariance layouts are
-    SVGP's."""
+    the expected log-likelihood in its marginals, through W; VITaylor's, the expansion of the
+    outputs' log-likelihood in the latent values, exact for a Gaussian. Their steps end at SVGP's
+    optimal q(u), where GPflow's natural-gradient step moves SVGP's ELBO by nothing; there the
+    ELBO, its gradient in the kernels and in W, and the predictions in all four covariance
+    layouts are SVGP's."""
     X, F = _outputs(rng, L=2)
     W = np.array([[1.0, 0.3], [-0.5, 1.2], [0.8, 0.8]])
     Y = F @ W.T + 0.2 * rng.normal(size=(len(X), 3))
     Z = np.linspace(-3.0, 3.0, 7)[:, None]
     kernel, inducing_variable = _mixed_parts(kind, Z, W)
     likelihood = gpflow.likelihoods.Gaussian(0.05)
-    model = fv.VIConcave(kernel, likelihood, inducing_variable, num_latent_gps=2, whiten=whiten)
+    model = model_class(kernel, likelihood, inducing_variable, num_latent_gps=2, whiten=whiten)
     model.update_sites(200, data=(X, Y))
     _assert_at_svgps_optimum(model, *_mixed_parts(kind, Z, W), X, Y)
+
+
+class _JacobiTaylor(fv.VITaylor):
+    """VITaylor stepping through its own sites, the exact diagonal of the Hessian in each latent
+    function, at every step: the Jacobi iteration its step rule replaces."""
+
+    def _step_rule(self, X, Y, xi):
+        return self._site_rule(X, Y, xi)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_class", [fv.VITaylor, _JacobiTaylor], ids=["steps", "jacobi"])
+def test_vi_taylor_steps_converge_where_the_latent_functions_are_mixed_alike(model_class, rng):
+    """Three latent functions mixed into three outputs by columns of W whose cosines are 0.8, a
+    Gaussian of small noise: the expansion's Hessian in the latent values is far from diagonal.
+    VITaylor's steps, through the Hessian's absolute row sums, still reach SVGP's optimal q(u);
+    through its diagonal alone (its last step's sites) every step would overshoot, by more each
+    time."""
+    X, F = _outputs(rng, N=40, L=3)
+    W = np.linalg.cholesky(0.2 * np.eye(3) + 0.8).T  # Wᵀ W: ones, and 0.8 off the diagonal
+    Y = F @ W.T + 0.05 * rng.normal(size=(len(X), 3))
+    Z = np.linspace(-3.0, 3.0, 6)[:, None]
+    kernel, inducing_variable = _mixed_parts("shared", Z, W)
+    model = model_class(
+        kernel, gpflow.likelihoods.Gaussian(0.01), inducing_variable, num_latent_gps=3
+    )
+    model.update_sites(200, data=(X, Y))
+    if model_class is _JacobiTaylor:
+        assert not np.isfinite(model.q_mu.numpy()).all() or np.abs(model.q_mu.numpy()).max() > 1e6
+        return
+    _assert_at_svgps_optimum(model, *_mixed_parts("shared", Z, W), X, Y)
 
 
 @pytest.mark.slow

@@ -237,7 +237,7 @@ class ClosedFormSiteModel(SiteModel):
             )
             if not self._objective_is_bound:
                 # fit's watch needs the SVGP ELBO of the q(u) it adopts: its marginals are here.
-                expected = tf.reduce_sum(self._expected_log_density(X, Y, Fmu, Fvar))
+                expected = tf.reduce_sum(self._expected_latent_density(X, Y, Fmu, Fvar))
                 yardstick = self._passes.data_scale(X) * expected - kl_to_prior(q)
         return SteppedSites(
             objective=self._bound(stats, factors, q, optimum),

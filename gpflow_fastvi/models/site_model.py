@@ -61,6 +61,7 @@ from ..gaussian import (
     mean_field_sqrt,
     mixed_covariance,
     mixing,
+    output_marginals,
     prior_covariance,
     robust_cholesky,
     single_output_parts,
@@ -579,6 +580,14 @@ class SiteModel(SVGP):
                 X, Fmu, Fvar, self._likelihood_targets(Y)
             )
         return tf.reduce_sum(self.likelihood.quadrature(logit_log_prob, Fmu, Fvar, Y=Y), axis=-1)
+
+    def _expected_latent_density(
+        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
+    ) -> tf.Tensor:
+        """:meth:`_expected_log_density` [N] at the marginals of the latent functions, through the
+        outputs they make (:func:`~gpflow_fastvi.gaussian.output_marginals`; the same where each
+        output is a latent function)."""
+        return self._expected_log_density(X, Y, *output_marginals(self.kernel, Fmu, Fvar))
 
     # ----------------------------------------------------------------------------------------------
     # Predictions, as gpflow.models.SVGP makes them.

@@ -19,7 +19,6 @@ from ..gaussian import (
     mixing,
     natural_parameters,
     natural_step,
-    output_marginals,
     q_from_natural,
     shift_sites,
     site_target,
@@ -269,13 +268,6 @@ class VIConcave(GaussianSitesModel):
         # into the outputs is fᵦ's at the held marginals, added at value 0.
         f_b = tf.reduce_sum(self._expected_latent_density(X, Y, held_Fmu, held_Fvar))
         return total + (f_b - tf.stop_gradient(f_b))
-
-    def _expected_latent_density(
-        self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor
-    ) -> tf.Tensor:
-        """fᵦ [N] at the marginals of the latent functions, through the outputs they make
-        (:func:`~gpflow_fastvi.gaussian.output_marginals`): the function the sites touch."""
-        return self._expected_log_density(X, Y, *output_marginals(self.kernel, Fmu, Fvar))
 
     def _stepped_sites(
         self,

@@ -7,9 +7,10 @@ import tensorflow as tf
 from check_shapes import check_shapes, inherit_check_shapes
 
 from ..exceptions import IncompatibleLikelihoodError
+from ..gaussian import mixing
 from ..likelihoods import log_density_ceiling, one_hot_of_checked_classes
 from ..model_checks import check_log_concave, check_scalar_likelihood
-from ..sites.taylor import softmax_derivatives, taylor_sites
+from ..sites.taylor import mixed_derivatives, softmax_derivatives, taylor_sites
 from ..types import Route, Sites
 from .base import PERSISTENT_ROUTE, GaussianSitesModel
 from .site_model import SITES, logit_log_prob
@@ -56,6 +57,14 @@ class VITaylor(GaussianSitesModel):
     {0, …, C − 1} of shape [N, 1]. The SVGP yardstick (:meth:`elbo`) is then a Monte Carlo
     estimate with fixed draws (:func:`~gpflow_fastvi.models.base.expected_log_softmax`).
 
+    **Mixed outputs.** With GPflow's :class:`~gpflow.kernels.LinearCoregionalization` the P
+    outputs are f = W g of L independent latent functions (Y [N, P], ``num_latent_gps=L``): the
+    expansion is of the outputs' log-likelihood in the latent values, one site per point and
+    latent function with the curvature that is exact for q(u) independent across them, as
+    SVGP's is; the steps before the last go through a curvature that makes them converge
+    whatever W's columns (:mod:`gpflow_fastvi.sites.taylor`). For a Gaussian likelihood the
+    fixed point is SVGP's optimum for the mixed model.
+
     Bernoulli labels may be {0, 1} or {−1, +1} (stored as {0, 1}); Poisson targets must be
     non-negative integers. Likelihoods that are not log-concave (Student-t, Beta) are refused
     (:func:`~gpflow_fastvi.model_checks.check_log_concave`); where a log-concave one bends slightly
@@ -75,6 +84,7 @@ class VITaylor(GaussianSitesModel):
     default_route = "persistent"
     _objective_is_bound = False
     _multi_class_likelihoods = (gpflow.likelihoods.Softmax,)
+    _mixed_outputs = True
 
     @classmethod
     def _checked_likelihood(
@@ -106,27 +116,47 @@ class VITaylor(GaussianSitesModel):
         The second-order Taylor expansion of log p(yᵢ | fᵢ) at ξᵢ (:func:`taylor_sites`), its
         peak held at or below the likelihood's ceiling where one is known (0 for a discrete
         variable, :func:`~gpflow_fastvi.likelihoods.log_density_ceiling`), so that the collapsed
-        objective never exceeds the ceiling of log p(y).
+        objective never exceeds the ceiling of log p(y). For outputs mixed by W, the curvature in
+        each latent function is the exact one for q(u) independent across them
+        (:func:`~gpflow_fastvi.sites.taylor.mixed_derivatives`).
         """
+        return self._taylor_sites(X, Y, xi, majorized=False)
+
+    @check_shapes("X: [N, D]", "Y: [N, P]", "xi: [N, L]", *SITES)
+    def _step_rule(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor) -> Sites:
+        """
+        The sites of every step but the last: :meth:`_site_rule`'s, except for outputs mixed by
+        W, where the curvature is the Hessian's absolute row sums, through which the steps
+        converge to the same fixed point (:mod:`gpflow_fastvi.sites.taylor`).
+        """
+        return self._taylor_sites(X, Y, xi, majorized=True)
+
+    def _taylor_sites(self, X: tf.Tensor, Y: tf.Tensor, xi: tf.Tensor, majorized: bool) -> Sites:
+        """Taylor sites at ξ of the model's likelihood (:meth:`_site_rule`)."""
         log_density, derivatives = None, None
+        ceiling = log_density_ceiling(self.likelihood)
+        W = mixing(self.kernel)
         if isinstance(self.likelihood, gpflow.likelihoods.Softmax):
             # f_yᵢ − log Σ_c exp f_c, its derivatives in closed form; the labels were checked
             # where the data entered (DataPasses.training_data), outside the loops this runs in.
             own = one_hot_of_checked_classes(Y, self._latent_functions(self.likelihood), xi.dtype)
             derivatives = softmax_derivatives(own, xi)
+        elif W is not None:  # Σₚ log p(yᵢₚ | fᵢₚ) of f = W g: each of the P outputs' ceiling
+            derivatives = mixed_derivatives(self._log_density(X, Y), xi, W, majorized=majorized)
+            ceiling = None if ceiling is None else ceiling * int(W.shape[0])
         else:
             log_density = self._log_density(X, Y)
         return taylor_sites(
             log_density,
             xi,
-            ceiling=log_density_ceiling(self.likelihood),
+            ceiling=ceiling,
             name=type(self.likelihood).__name__,
             derivatives=derivatives,
         )
 
     def _log_density(self, X: tf.Tensor, Y: tf.Tensor) -> Callable[[tf.Tensor], tf.Tensor]:
         """
-        F ↦ log p(y_il | f_il) [N, L] of a scalar likelihood, one per point and output,
+        F ↦ log p(y_ip | f_ip) [N, P] of a scalar likelihood, one per point and output,
         differentiated by :func:`taylor_sites`; for the logit Bernoulli in the stable form
         :func:`~gpflow_fastvi.models.base.logit_log_prob`, else by the likelihood's own
         elementwise log-density (GPflow's ``ScalarLikelihood._scalar_log_prob``, which its

@@ -32,7 +32,12 @@ from .logistic_softmax import (
     ls_sites,
 )
 from .polya_gamma import pg_kl, pg_mean, pg_optimal_c, pg_sites
-from .taylor import log_density_derivatives, softmax_derivatives, taylor_sites
+from .taylor import (
+    log_density_derivatives,
+    mixed_derivatives,
+    softmax_derivatives,
+    taylor_sites,
+)
 
 __all__ = [
     "LogisticSoftmaxLocals",
@@ -48,6 +53,7 @@ __all__ = [
     "ls_alpha",
     "ls_optimal_locals",
     "ls_sites",
+    "mixed_derivatives",
     "pg_kl",
     "pg_mean",
     "pg_optimal_c",

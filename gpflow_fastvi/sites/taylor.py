@@ -21,6 +21,19 @@ point's sites has the expansion's value and gradient at ξᵢ and the diagonal c
 softmax the derivatives have a closed form (:func:`softmax_derivatives`); autodiff would need
 one Hessian-vector product per class for the diagonal.
 
+For outputs mixed from L latent functions, f = W g with W [P, L] (GPflow's
+``LinearCoregionalization``), the expansion is of Σₚ log p(yᵢₚ | fᵢₚ) in gᵢ at ξᵢ: by the chain
+rule its gradient is Wᵀ gᵢ and its Hessian −Wᵀ Λᵢ W, Λᵢ = diag(−hᵢₚ) over the outputs
+(:func:`mixed_derivatives`). q(u) is independent across the latent functions, so E_q of the
+expansion sees only that Hessian's diagonal in the variances, Σₚ Wₚₗ² λᵢₚ: sites with that
+curvature give the optimal factorised q(u) at the fixed point ξ = E_q[g]. A step through them
+moves the means as a Jacobi iteration on the full Hessian, which diverges where W's columns are
+correlated enough (three equal columns: each step doubles the error with the sign flipped); a step
+through sites whose curvature is the Hessian's absolute row sums (a separable quadratic below the
+expansion, with its value and slope at ξ) cannot, and has the same fixed point, as b = g + w ξ
+makes any curvature's. :class:`~gpflow_fastvi.VITaylor` takes its steps through the latter and its
+last one, which gives q(u) and the objective, through the former.
+
 Curvature safeguards. The collapsed algebra needs w ≥ 0, i.e. a log-concave likelihood at ξ
 (:class:`~gpflow_fastvi.VITaylor` refuses Student-t and Beta, which are not). Where h > 0 all the
 same (GPflow's probit link 10⁻³ + (1 − 2·10⁻³) Φ(f), whose offset bends log p upwards for
@@ -93,6 +106,36 @@ def log_density_derivatives(
     else:
         h = tf.linalg.diag_part(outer.batch_jacobian(g, xi))  # [N, L, L] → [N, L]
     return (log_p if log_p.shape.rank == 2 else log_p[:, None]), g, h
+
+
+@check_shapes(
+    "xi: [N, L]",
+    "W: [P, L]",
+    "return[0]: [N, 1]",
+    "return[1]: [N, L]",
+    "return[2]: [N, L]",
+)
+def mixed_derivatives(
+    log_density: LogDensity, xi: tf.Tensor, W: tf.Tensor, *, majorized: bool = False
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """
+    log p(yᵢ | W ξᵢ) summed over the P outputs, its gradient Wᵀ gᵢ in ξᵢ, and a diagonal stand-in
+    for its Hessian −Wᵀ Λᵢ W, for outputs f = W g (module docstring). ``log_density`` gives one
+    value per point and output, F [N, P] ↦ [N, P]; each output's curvature λ = −h is clipped at 0
+    before it is mixed, as :func:`taylor_sites` clips an unmixed one.
+
+    :param majorized: the Hessian's absolute row sums, −Σₖ |(Wᵀ Λᵢ W)ₗₖ| (a diagonal below it in
+        the order of matrices: a step through them converges), instead of its diagonal
+        −Σₚ Wₚₗ² λᵢₚ (exact for q(u) independent across the latent functions).
+    """
+    F = tf.matmul(xi, W, transpose_b=True)  # [N, P]
+    log_p, g, h = log_density_derivatives(log_density, F)  # [N, P] each: independent outputs
+    lam = tf.maximum(-h, 0.0)
+    if majorized:
+        curvature = tf.reduce_sum(tf.abs(tf.einsum("np,pl,pk->nlk", lam, W, W)), axis=-1)
+    else:
+        curvature = tf.matmul(lam, tf.square(W))
+    return tf.reduce_sum(log_p, axis=-1, keepdims=True), tf.matmul(g, W), -curvature
 
 
 Derivatives = Tuple[tf.Tensor, tf.Tensor, tf.Tensor]
