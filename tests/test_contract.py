@@ -123,12 +123,14 @@ def test_checkpoint_restores_into_gpflow_svgp(model_class, data, tmp_path):
     Xnew = np.linspace(-2, 2, 7)[:, None].repeat(2, axis=1)
     for got, want in zip(svgp.predict_f(Xnew), model.posterior().predict_f(Xnew)):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
-    # The model's own predictive is SVGP's, but for KLCorrected, whose f = f̄ + ε adds β⁻¹.
+    # The model's f is SVGP's; its y is SVGP's but for KLCorrected, whose f = f̄ + ε adds β⁻¹.
+    for got, want in zip(model.predict_f(Xnew), svgp.predict_f(Xnew)):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
     noise = 1.0 / model.beta.numpy() if isinstance(model, fv.KLCorrected) else 0.0
-    mean, var = model.predict_f(Xnew)
     svgp_mean, svgp_var = svgp.predict_f(Xnew)
-    np.testing.assert_allclose(mean, svgp_mean, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(var, svgp_var + noise, rtol=1e-10)
+    want_y = model.likelihood.predict_mean_and_var(Xnew, svgp_mean, svgp_var + noise)
+    for got, want in zip(model.predict_y(Xnew), want_y):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
 def test_print_summary_shows_svgp_attribute_paths(model_class, data):

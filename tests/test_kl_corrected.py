@@ -364,19 +364,29 @@ def test_sparse_form_with_inducing_inputs_at_the_data_equals_full_form(small_dat
 # Predictions and training.
 
 
-def test_predictions_include_the_noise_of_f_around_f_bar(small_data):
+def test_f_is_f_bar_and_the_likelihood_sees_the_noise_around_it(small_data):
+    """predict_f is f̄'s predictive, GPflow's posterior object's in every layout; predict_y and
+    predict_log_density integrate the likelihood over f = f̄ + ε, of variance larger by β⁻¹."""
     model = KLCorrected(_kernel(), beta=0.7, data=small_data)
+    model.update_sites(2)
     Xnew = np.array([[0.3, -1.0], [1.5, 0.2]])
-    mean_bar, var_bar = model.posterior().predict_f(Xnew)
-    mean, var = model.predict_f(Xnew)
-    np.testing.assert_allclose(mean, mean_bar)
-    np.testing.assert_allclose(var, var_bar + 1.0 / 0.7)
+    for full_cov in (False, True):
+        for full_output_cov in (False, True):
+            ours = model.predict_f(Xnew, full_cov=full_cov, full_output_cov=full_output_cov)
+            theirs = model.posterior().predict_f(
+                Xnew, full_cov=full_cov, full_output_cov=full_output_cov
+            )
+            for a, b in zip(ours, theirs):
+                np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    mean_bar, var_bar = model.predict_f(Xnew)
     p, _ = model.predict_y(Xnew)
     want = stats.norm.cdf(mean_bar / np.sqrt(1.0 + var_bar + 1.0 / 0.7))
     np.testing.assert_allclose(p, 1e-3 + (1 - 2e-3) * want, rtol=1e-10)
-    _, cov = model.predict_f(Xnew, full_cov=True)
-    _, cov_bar = model.posterior().predict_f(Xnew, full_cov=True)
-    np.testing.assert_allclose(cov, cov_bar + np.eye(2)[None] / 0.7)
+    Y = np.array([[1.0], [0.0]])
+    own = np.where(Y == 1.0, p, 1.0 - p)
+    np.testing.assert_allclose(
+        model.predict_log_density((Xnew, Y))[:, None], np.log(own), rtol=1e-10
+    )
 
 
 @pytest.mark.parametrize("bound", ["kl_corrected", "standard"])

@@ -95,12 +95,13 @@ class KLCorrected(GaussianSitesModel):
     :meth:`training_loss` takes E-steps and returns −(chosen bound), so GPflow's optimisers end
     where ``fit`` does.
 
-    **Predictions.** :meth:`predict_f` is the predictive of f = f̄ + ε (variance β⁻¹ added), which
-    is what the likelihood sees, so :meth:`predict_y` and :meth:`predict_log_density` are the
-    model's predictive; :meth:`posterior` is GPflow's posterior object for f̄. A checkpoint
-    restored into :class:`gpflow.models.SVGP` therefore predicts f̄: the same mean, a variance
-    smaller by β⁻¹ (tested); restore into this class for the model's own predictive. :meth:`elbo` is the SVGP yardstick
-    E_q[log p(y | f)] − KL[q(f̄) ‖ p(f̄)] at the stored q(f̄).
+    **Predictions.** The GP is f̄, and ε belongs to the observation model: the likelihood of f̄
+    is p(y | f̄) = ∫ p(y | f̄ + ε) N(ε | 0, β⁻¹) dε. So :meth:`predict_f` is the predictive of f̄,
+    as :meth:`posterior`'s and as an SVGP's at the same q(f̄) (a checkpoint restored into
+    :class:`gpflow.models.SVGP` predicts the same f), and :meth:`predict_y` and
+    :meth:`predict_log_density`, the model's predictive, integrate the likelihood over
+    f = f̄ + ε, whose variance is larger by β⁻¹. :meth:`elbo` is the SVGP yardstick
+    E_q(f̄)[log p(y | f̄)] − KL[q(f̄) ‖ p(f̄)] at the stored q(f̄), with ε integrated out.
 
     ``q_mu`` and ``q_sqrt`` hold q(f̄(Z)) whitened by default, as SVGP's do, so that a checkpoint
     restores into an SVGP built with SVGP's defaults. The paper's M-step (the ``"em"`` route)
@@ -441,7 +442,7 @@ class KLCorrected(GaussianSitesModel):
         is then the ELBO of :class:`gpflow.models.SVGP` with that likelihood at q(f̄), so it is
         ≤ log p(y).
         """
-        Fmu, Fvar = GaussianSitesModel._predict_f_at(self, X)  # q(f̄ₙ) [N, L], without the noise
+        Fmu, Fvar = self._predict_f_at(X)  # q(f̄ₙ) [N, L], without the noise
         points, weights = np.polynomial.hermite_e.hermegauss(self._num_gauss_hermite_points)
         H = len(points)
         z = tf.constant(points, dtype=Fmu.dtype)[:, None, None]
@@ -451,20 +452,10 @@ class KLCorrected(GaussianSitesModel):
         return tf.reduce_sum(w[:, None, None] * tf.reshape(log_Z, [H, -1, tf.shape(Fmu)[1]]))
 
     # ----------------------------------------------------------------------------------------------
-    # Predictions of f = f̄ + ε.
+    # What the likelihood sees: f = f̄ + ε.
 
-    def _predict_f_at(
-        self, Xnew: tf.Tensor, full_cov: bool = False, full_output_cov: bool = False
-    ) -> MeanAndVariance:
-        """q(f*) for f = f̄ + ε: the posterior of f̄ with the noise variance β⁻¹ added."""
-        mean, var = super()._predict_f_at(Xnew, full_cov=full_cov, full_output_cov=full_output_cov)
-        noise = 1.0 / tf.convert_to_tensor(self.beta)
-        # ε is independent across points and outputs: β⁻¹ on the diagonal of every layout.
-        outputs = tf.eye(tf.shape(mean)[-1], dtype=var.dtype)  # [L, L]
-        if not full_cov:
-            # [N, L], or [N, L, L] with full_output_cov
-            return mean, var + noise * (outputs[None] if full_output_cov else 1.0)
-        points = tf.eye(tf.shape(mean)[0], dtype=var.dtype)  # [N, N]
-        if full_output_cov:  # [N, L, N, L]
-            return mean, var + noise * points[:, None, :, None] * outputs[None, :, None, :]
-        return mean, var + noise * points[None]  # [L, N, N]
+    def _observed_f_at(self, Xnew: tf.Tensor) -> MeanAndVariance:
+        """q(f*) for f = f̄ + ε, which :meth:`predict_y` and :meth:`predict_log_density` integrate
+        over: the marginals of f̄ (:meth:`predict_f`) with the noise variance β⁻¹ added."""
+        mean, var = self._predict_f_at(Xnew)
+        return mean, var + 1.0 / tf.convert_to_tensor(self.beta)

@@ -609,10 +609,7 @@ class SiteModel(SVGP):
     def _predict_f_at(
         self, Xnew: tf.Tensor, full_cov: bool = False, full_output_cov: bool = False
     ) -> MeanAndVariance:
-        """
-        :meth:`predict_f` at inputs already checked (training data, test data): the hook a model
-        whose latent function differs from f̄ overrides (:class:`~gpflow_fastvi.KLCorrected`).
-        """
+        """:meth:`predict_f` at inputs already checked (training data, test data)."""
         L = self._passes.Kmm_cholesky()
         q = self._whitened(self.q_mu, self.q_sqrt, L)
         projection = self._passes.projection(Xnew, L)
@@ -635,6 +632,15 @@ class SiteModel(SVGP):
             return mean, tf.einsum("lnm,lk->nlmk", cov, eye)
         return mean, (tf.linalg.diag(var) if full_output_cov else var)  # [N, L, L] or [N, L]
 
+    def _observed_f_at(self, Xnew: tf.Tensor) -> MeanAndVariance:
+        """
+        The marginals [N, P] of the f the likelihood sees at checked inputs, which
+        :meth:`predict_y` and :meth:`predict_log_density` integrate over: :meth:`predict_f`'s,
+        unless a model puts noise between its GP and its likelihood
+        (:class:`~gpflow_fastvi.KLCorrected`'s f = f̄ + ε).
+        """
+        return self._predict_f_at(Xnew)
+
     @inherit_check_shapes
     def predict_y(
         self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
@@ -642,7 +648,7 @@ class SiteModel(SVGP):
         """The mean and variance of y at ``Xnew``, as GPflow gives them; ``Xnew`` checked as in :meth:`predict_f`."""
         only_marginals(full_cov, full_output_cov, "predict_y")
         Xnew = checked_inputs(Xnew, self.inducing_variable)
-        f_mean, f_var = self._predict_f_at(Xnew)
+        f_mean, f_var = self._observed_f_at(Xnew)
         return self.likelihood.predict_mean_and_var(Xnew, f_mean, f_var)
 
     @inherit_check_shapes
@@ -656,7 +662,7 @@ class SiteModel(SVGP):
         """
         only_marginals(full_cov, full_output_cov, "predict_log_density")
         X, Y = self._passes.checked_data(data)
-        f_mean, f_var = self._predict_f_at(X)
+        f_mean, f_var = self._observed_f_at(X)
         return self.likelihood.predict_log_density(X, f_mean, f_var, self._likelihood_targets(Y))
 
     def _likelihood_targets(self, Y: tf.Tensor) -> tf.Tensor:
