@@ -52,6 +52,22 @@ def model_class(name: str) -> type:
 REFUSALS = (IncompatibleLikelihoodError, InvalidDataError, UnsupportedConfigurationError)
 """The exceptions by which a model refuses a case on purpose, naming it and what to do."""
 
+SUITE_COVERAGE_CHECK = re.compile(r"no tests have been registered for the following posteriors")
+"""The message of GPflow's check, at the teardown of its ``posteriors`` test package, that its
+whole suite exercised every kind of posterior. A selection of the suite never does (the GPR, SGPR
+and VGP posteriors come from tests that build no SVGP), so the check fails at the last test of
+that package each worker runs, whichever test it is: a fact about the selection, not an outcome
+of that test, which keeps the outcome of its call."""
+
+
+def is_suite_coverage_check(call: Any, error: Optional[BaseException]) -> bool:
+    """Whether ``error`` is :data:`SUITE_COVERAGE_CHECK`'s failure at a test's teardown."""
+    return (
+        call.when == "teardown"
+        and isinstance(error, AssertionError)
+        and SUITE_COVERAGE_CHECK.search(str(error)) is not None
+    )
+
 
 def is_refusal(error: Optional[BaseException]) -> bool:
     """Whether ``error``, or an exception it was raised from, is one of :data:`REFUSALS`."""
@@ -173,6 +189,8 @@ class SuiteRecorder:
         if not report.failed or result["outcome"] not in ("passed", "skipped"):
             return
         error = call.excinfo.value if call.excinfo is not None else None
+        if is_suite_coverage_check(call, error):
+            return
         if is_refusal(error):
             result["outcome"] = "refused"
         else:

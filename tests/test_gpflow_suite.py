@@ -9,7 +9,13 @@ import numpy as np
 import tensorflow as tf
 
 import gpflow_fastvi as fv
-from gpflow_suite.plugin import SVGP_NAMES, is_refusal, restore_svgp, swap_svgp
+from gpflow_suite.plugin import (
+    SVGP_NAMES,
+    is_refusal,
+    is_suite_coverage_check,
+    restore_svgp,
+    swap_svgp,
+)
 
 ORIGINAL_SVGP = gpflow.models.SVGP
 
@@ -57,3 +63,22 @@ def test_a_refusal_is_one_of_the_packages_checks_or_raised_from_one():
             raise RuntimeError("in user code") from error
     except RuntimeError as wrapped:
         assert is_refusal(wrapped)
+
+
+def test_only_gpflows_coverage_check_at_a_teardown_leaves_a_tests_outcome():
+    """GPflow's check that its whole suite registered every kind of posterior fails at the
+    teardown of whichever test a worker runs last in that package; that, and nothing else,
+    leaves the test's own outcome standing."""
+
+    class Call:
+        def __init__(self, when):
+            self.when = when
+
+    coverage = AssertionError(
+        "For key 'test_posterior_bo_integration__predict_f' no tests have been registered for "
+        "the following posteriors: {<class 'gpflow.posteriors.VGPPosterior'>}."
+    )
+    assert is_suite_coverage_check(Call("teardown"), coverage)
+    assert not is_suite_coverage_check(Call("call"), coverage)
+    assert not is_suite_coverage_check(Call("teardown"), AssertionError("arrays differ"))
+    assert not is_suite_coverage_check(Call("teardown"), ValueError(str(coverage)))
