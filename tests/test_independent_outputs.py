@@ -82,7 +82,7 @@ def test_binary_outputs_are_the_sum_of_one_model_per_column(model_class, rng):
 )
 def test_kl_corrected_outputs_are_the_sum_of_one_model_per_column(likelihood, rng):
     """KLCorrected's PPA sites, their tilted moments (GPflow's closed forms, read per output, and
-    the quadrature at the tilted mode), both bounds, the ELBO and the noise of f = f̄ + ε in every
+    the quadrature at the tilted mode), both bounds, the ELBO and the predictions of f̄ in every
     covariance layout are those of one model per column of Y."""
     X, F = _outputs(rng, L=2)
     if isinstance(likelihood, gpflow.likelihoods.Poisson):
