@@ -124,7 +124,7 @@ def mixed_derivatives(
     value per point and output, F [N, P] ↦ [N, P]; each output's curvature λ = −h is clipped at 0
     before it is mixed, as :func:`taylor_sites` clips an unmixed one.
 
-    :param majorized: the Hessian's absolute row sums, −Σₖ |(Wᵀ Λᵢ W)ₗₖ| (a diagonal below it in
+    :param majorized: the Hessian's absolute row sums, −Σₖ abs((Wᵀ Λᵢ W)ₗₖ) (a diagonal below it in
         the order of matrices: a step through them converges), instead of its diagonal
         −Σₚ Wₚₗ² λᵢₚ (exact for q(u) independent across the latent functions).
     """
