@@ -195,30 +195,6 @@ def test_the_plateau_schedule_does_not_read_the_scatter_of_one_step_passes_as_pl
     assert plateau.window() > 10 * fv.training.plateau.PLATEAU_PATIENCE // 2
 
 
-def test_the_plateau_window_follows_the_scatter_of_the_passes_since_the_last_halving(rng):
-    """Each halving takes down the jitter of the parameters that makes much of the scatter of a
-    pass's estimate; the windows after it are sized to the passes since, not to the run's."""
-    svi = CountedHalvings()
-    plateau = fv.training.plateau.Plateau(svi, points=10_000)  # tolerance 1 nat per pass
-    noisy = rng.normal(0.0, 30.0, 40)  # flat but scattered: windows far above three passes
-    for estimate in noisy:
-        plateau.after_pass(float(estimate))
-        if svi.halvings:
-            break
-    assert svi.halvings == 1
-    assert (
-        fv.training.plateau.plateau_window(
-            fv.training.plateau.pass_noise(plateau.residuals), plateau.tol
-        )
-        > fv.training.plateau.PLATEAU_PATIENCE
-    )
-    quiet = rng.normal(0.0, 0.1, 2 * fv.training.plateau.PLATEAU_PATIENCE)
-    for estimate in quiet:
-        plateau.after_pass(float(estimate))
-    assert svi.halvings == 2  # the quiet phase's own windows: three passes each
-    assert plateau.window() == fv.training.plateau.PLATEAU_PATIENCE  # and the next phase's
-
-
 def test_the_plateau_window_grows_with_the_scatter_of_the_passes(rng):
     plateau = fv.training.plateau
     trend = np.linspace(0.0, 50.0, 400)

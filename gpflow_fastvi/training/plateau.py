@@ -73,8 +73,7 @@ def plateau_window(noise: float, tol: float) -> int:
     tolerance of 0.17 nats per pass. Windows of three passes read that as five plateaus within 58
     steps while the full-data bound was still rising (−441 nats, on its way to −392) and the
     run ended with a test NLL of 0.145; windows of 23 passes ran 362 passes to 0.127. On 16,000
-    points (16 batches per pass) it is six to ten passes before the second halving and three to
-    six after it.
+    points (16 batches per pass) it is three or four passes.
     """
     if not tol > 0:
         raise ValueError(f"the plateau tolerance must be positive; got {tol}.")
@@ -92,8 +91,8 @@ class Plateau:
     them. The window w is :data:`PLATEAU_PATIENCE` passes or, where the estimates of single
     passes scatter more (a pass of few batches), as many as it takes for the difference of the
     two means to be no noisier than the rise it is compared with (:func:`plateau_window`, with
-    the scatter measured on the passes since the last halving, :func:`pass_noise`), so that the
-    noise of the batches does not read as a plateau. A constant step moves fast and then jitters around the
+    the scatter measured on the run's own passes, :func:`pass_noise`), so that the noise of the
+    batches does not read as a plateau. A constant step moves fast and then jitters around the
     optimum at a distance set by its size; each halving takes that distance down, and after
     :data:`PLATEAU_HALVINGS` of them the run has converged. Nothing to tune: the schedule is
     keyed to the progress of the objective, not to a count of steps.
@@ -108,32 +107,20 @@ class Plateau:
         self.tol = PLATEAU_TOL * points
         self.passes: List[float] = []  # the mean estimates of the passes since the last halving
         self.residuals: List[float] = []  # of every pass of the run (pass_residuals)
-        self.phase_residuals: List[float] = []  # of the passes since the last halving
         self.halvings = 0
 
     def window(self) -> int:
-        """
-        The passes per window now: :data:`PLATEAU_PATIENCE` until the run has residuals to
-        measure its noise by, then :func:`plateau_window` of the noise of the passes since the
-        last halving. Much of a pass's scatter, where a pass is many batches, is the jitter of
-        the parameters under constant steps, which each halving takes down: on make_classification's
-        16,000 points (16 batches per pass) it fell from 10 to 5 tolerances over a run. Until a
-        phase has the residuals of two shortest windows, the last ones of the run stand in.
-        """
+        """The passes per window now: :data:`PLATEAU_PATIENCE` until the run has residuals to
+        measure its noise by, then :func:`plateau_window` of that noise."""
         if not self.residuals:
             return PLATEAU_PATIENCE
-        least = 2 * PLATEAU_PATIENCE - 2  # the residuals of two shortest windows
-        if len(self.phase_residuals) >= least:
-            return plateau_window(pass_noise(self.phase_residuals), self.tol)
-        return plateau_window(pass_noise(self.residuals[-least:]), self.tol)
+        return plateau_window(pass_noise(self.residuals), self.tol)
 
     def after_pass(self, estimate: float) -> bool:
         """Record a pass's mean ELBO estimate; return whether the run has converged."""
         self.passes.append(estimate)
         if len(self.passes) >= 3:
-            residual = pass_residuals(self.passes[-3:]).tolist()
-            self.residuals.extend(residual)
-            self.phase_residuals.extend(residual)
+            self.residuals.extend(pass_residuals(self.passes[-3:]).tolist())
         window = self.window()
         if len(self.passes) < 2 * window:
             return False
@@ -146,5 +133,4 @@ class Plateau:
         self.svi.scale_steps(0.5)
         self.halvings += 1
         self.passes = []
-        self.phase_residuals = []
         return False
