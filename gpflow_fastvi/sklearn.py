@@ -12,6 +12,7 @@ given, a sparse variational GP classifier of this package and trains it by
 import copy
 import functools
 import numbers
+import weakref
 from typing import Any, Dict, Optional, Tuple
 
 import gpflow
@@ -27,7 +28,8 @@ from . import models
 from .inducing import greedy_inducing_points, kmeans_inducing_points
 from .likelihoods import LogisticSoftmax
 from .training import fit as fit_model
-from .validation import positive_int
+from .training.compiled import CompiledStep
+from .validation import checked_inputs, positive_int
 
 try:  # scikit-learn ≥ 1.6
     from sklearn.utils.validation import validate_data as _validate_data
@@ -51,6 +53,33 @@ PREDICTIVE_DRAWS = 512
 """Standard-normal draws (half of them the negatives of the other half) per latent GP behind the
 class probabilities of C > 2 classes; the same draws for every point and every call."""
 _ROWS_PER_BLOCK = 2048
+_PREDICTIONS: "weakref.WeakKeyDictionary[gpflow.models.SVGP, CompiledStep]"
+_PREDICTIONS = weakref.WeakKeyDictionary()
+"""Each fitted model's compiled prediction (:func:`_predicted`), kept no longer than the model."""
+
+
+def _predicted(gp: gpflow.models.SVGP, Xs: np.ndarray) -> Tuple[np.ndarray, ...]:
+    """
+    What ``predict_proba`` reads of the model at standardised inputs: for one latent GP the
+    probabilities of ``predict_y`` [n, 1], for more the marginals of ``predict_f`` [n, C] each.
+    Compiled, and shared with every model of the same signature and any number of rows
+    (:mod:`~gpflow_fastvi.training.compiled`): a grid search's next fold traces nothing, and each
+    call is one graph rather than some hundred eager operations through the parameters'
+    transforms.
+    """
+    step = _PREDICTIONS.get(gp)
+    if step is None:
+        model = weakref.ref(gp)  # the step is the model's entry: it must not keep the model
+
+        def body(X: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+            if model().num_latent_gps == 1:  # type: ignore[union-attr]
+                return model().predict_y(X)[:1]  # type: ignore[union-attr]
+            return model().predict_f(X)  # type: ignore[union-attr]
+
+        step = CompiledStep("GPClassifier.predict", body, roots=(gp,), rows_unknown=True)
+        _PREDICTIONS[gp] = step
+    X = checked_inputs(Xs, gp.inducing_variable)
+    return tuple(t.numpy() for t in step(X))
 
 
 @functools.lru_cache(maxsize=None)
@@ -235,7 +264,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         X = _validate_data(self, X, dtype=np.float64, reset=False)
         Xs = (X - self.x_mean_) / self.x_scale_
         if len(self.classes_) == 2:
-            p = self.model_.predict_y(Xs)[0].numpy()[:, 0]
+            (p,) = _predicted(self.model_, Xs)
+            p = p[:, 0]
             return np.column_stack([1.0 - p, p])
         blocks = [
             self._class_probabilities(Xs[start : start + _ROWS_PER_BLOCK])
@@ -244,7 +274,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         return np.concatenate(blocks)
 
     def _class_probabilities(self, Xs: np.ndarray) -> np.ndarray:
-        mean, var = (t.numpy() for t in self.model_.predict_f(Xs))  # [n, C] each
+        mean, var = _predicted(self.model_, Xs)  # [n, C] each
         draws = _standard_normal_draws(mean.shape[1])  # [S, C]
         F = mean[:, None, :] + np.sqrt(var)[:, None, :] * draws[None]  # [n, S, C]
         if isinstance(self.model_.likelihood, LogisticSoftmax):

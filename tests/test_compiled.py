@@ -4,6 +4,9 @@ of the same shapes traces nothing and trains exactly as it would alone; a model 
 anything a graph bakes in traces its own; a graph that captured a caller's state is not shared.
 """
 
+import gc
+import weakref
+
 import gpflow
 import numpy as np
 import pytest
@@ -106,6 +109,34 @@ def test_a_step_over_its_roots_alone_is_shared_and_reads_its_own_roots():
     assert compiled.trace_count() == before
 
 
+@pytest.mark.parametrize("rows_unknown", [False, True])
+def test_repeated_calls_of_shared_graphs_read_each_callers_roots_and_inputs(rows_unknown):
+    """After its first call a graph is called directly (no lookup through the tf.function):
+    callers alternating, inputs of new shapes (and ``None`` among them, where the rows are
+    known) all get their own answer, and a known shape traces nothing."""
+    extra = () if rows_unknown else (None,)
+
+    def step(value: float) -> CompiledStep:
+        scale = tf.Variable(value, dtype=tf.float64)
+        return CompiledStep(
+            "test.direct",
+            lambda x, *nothing: scale * tf.reduce_sum(x),
+            roots=(scale,),
+            rows_unknown=rows_unknown,
+        )
+
+    first, second = step(2.0), step(5.0)
+    rows = [np.ones((3, 2)), np.ones((3, 2)), np.ones((4, 2)), np.ones((3, 2)), np.ones((4, 2))]
+    for x in map(tf.constant, rows):
+        assert float(first(x, *extra)) == 2.0 * x.shape[0] * 2
+        assert float(second(x, *extra)) == 5.0 * x.shape[0] * 2
+    before = compiled.trace_count()
+    for x in map(tf.constant, rows):
+        assert float(second(x, *extra)) == 5.0 * x.shape[0] * 2
+    assert compiled.trace_count() == before
+    assert float(second(tf.constant(np.ones((2, 3))), *extra)) == 30.0
+
+
 def test_steps_of_many_signatures_trace_without_tensorflows_retracing_warning(caplog):
     """Each signature traces once, so a process that trains models of many signatures (a grid
     over the number of inducing inputs, say) gets no warning of "excessive" retracing."""
@@ -133,9 +164,23 @@ def test_a_large_tensor_a_graph_captured_is_not_shared():
 
 def test_a_second_gpclassifier_fit_on_data_of_the_same_shapes_traces_nothing():
     X, Y = _data()
-    GPClassifier(n_inducing=M, random_state=0).fit(X, Y.ravel())
+    first = GPClassifier(n_inducing=M, random_state=0).fit(X, Y.ravel())
+    first.predict_proba(X[:7])
     before = compiled.trace_count()
     X2, Y2 = _data(seed=3)
     classifier = GPClassifier(n_inducing=M, random_state=1).fit(X2, Y2.ravel())
+    p = classifier.predict_proba(X[:40])  # the prediction's graph, too, for any rows
     assert compiled.trace_count() == before
     assert classifier.score(X, Y.ravel()) > 0.8
+    Xs = (X[:40] - classifier.x_mean_) / classifier.x_scale_
+    np.testing.assert_allclose(p[:, 1], classifier.model_.predict_y(Xs)[0].numpy()[:, 0])
+
+
+def test_a_gpclassifiers_compiled_prediction_does_not_keep_its_model():
+    X, Y = _data()
+    classifier = GPClassifier(n_inducing=M, random_state=0, max_iter=2).fit(X, Y.ravel())
+    classifier.predict_proba(X[:5])
+    model = weakref.ref(classifier.model_)
+    del classifier
+    gc.collect()
+    assert model() is None

@@ -212,6 +212,10 @@ class _SharedGraph:
         # The body of the call under way, per thread: a trace runs in the thread that called.
         self._calling = threading.local()
         self._relaxed: Set[Tuple[Any, ...]] = set()  # signatures and specs traced for any rows
+        # The graph of each signature and input shapes once it is known, called directly: looking
+        # it up through the tf.function again canonicalises every variable argument, which costs
+        # as much as a small step's own computation (:meth:`_direct`).
+        self._graphs: Dict[Tuple[Any, ...], Any] = {}
         # Our maths uses TensorFlow control flow explicitly: AutoGraph would only slow tracing.
         # TensorFlow counts a function's retraces under the code object it wraps, which every
         # instance's method shares; a partial has none, so each instance's count is its own.
@@ -239,6 +243,9 @@ class _SharedGraph:
         traces = _TRACES[0]
         variables = () if walked is None else tuple(walked.variables)
         arguments = (signature, variables, tuple(inputs))
+        direct = self._direct(signature, inputs, rows_unknown)
+        if direct is not None and direct in self._graphs:
+            return self._graphs[direct](*arguments)
         self._calling.body = body
         try:
             if rows_unknown:
@@ -251,13 +258,33 @@ class _SharedGraph:
             result = self._function(*arguments)
         finally:
             self._calling.body = None
-        if (
-            walked is not None
-            and _TRACES[0] != traces
-            and _captures_state(self._function.get_concrete_function(*arguments), walked)
-        ):
+        graph = self._function.get_concrete_function(*arguments)
+        if walked is not None and _TRACES[0] != traces and _captures_state(graph, walked):
             self.per_caller.add(signature)
+        elif direct is not None:
+            self._graphs[direct] = graph
         return result
+
+    @staticmethod
+    def _direct(
+        signature: str, inputs: Sequence[Any], rows_unknown: bool
+    ) -> Optional[Tuple[Any, ...]]:
+        """
+        The key under which a call's graph is kept for direct calls: the signature (which fixes
+        the variables' shapes and dtypes) and the shapes and dtypes of the inputs, their first
+        dimension left out with ``rows_unknown``. ``None`` (no direct call) inside another
+        function's trace, or for inputs that are not all tensors (or ``None``).
+        """
+        if not tf.executing_eagerly():
+            return None
+        flat = tf.nest.flatten(inputs)
+        if not all(x is None or isinstance(x, tf.Tensor) for x in flat):
+            return None
+        start = 1 if rows_unknown else 0
+        return (
+            signature,
+            tuple(None if x is None else (tuple(x.shape)[start:], x.dtype) for x in flat),
+        )
 
 
 _SHARED: Dict[Tuple[str, Optional[str]], _SharedGraph] = {}
