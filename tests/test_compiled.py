@@ -137,6 +137,17 @@ def test_repeated_calls_of_shared_graphs_read_each_callers_roots_and_inputs(rows
     assert float(second(tf.constant(np.ones((2, 3))), *extra)) == 30.0
 
 
+def test_a_strategys_variables_are_another_signature_than_plain_ones():
+    """A graph is called directly on the variables of a signature: one traced on plain variables
+    must not be called on a strategy's, whose reads and assignments go through the strategy."""
+    plain = tf.Variable(np.ones(3))
+    with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
+        mirrored = tf.Variable(np.ones(3))
+    assert type(mirrored) is not type(plain)
+    assert compiled.walk([plain]).digest == compiled.walk([tf.Variable(np.zeros(3))]).digest
+    assert compiled.walk([plain]).digest != compiled.walk([mirrored]).digest
+
+
 def test_steps_of_many_signatures_trace_without_tensorflows_retracing_warning(caplog):
     """Each signature traces once, so a process that trains models of many signatures (a grid
     over the number of inducing inputs, say) gets no warning of "excessive" retracing."""

@@ -103,8 +103,16 @@ class Walked:
         if isinstance(value, tf.Variable):
             self._seen[id(value)] = path
             self.variables.append(value)
+            # Its kind too: a graph traced on plain variables is not called on a strategy's.
             self._parts.append(
-                (path, "variable", tuple(value.shape), value.dtype.name, value.trainable)
+                (
+                    path,
+                    "variable",
+                    type(value).__name__,
+                    tuple(value.shape),
+                    value.dtype.name,
+                    value.trainable,
+                )
             )
         elif isinstance(value, (tf.Tensor, np.ndarray, np.generic)):
             self._seen[id(value)] = path
