@@ -266,8 +266,11 @@ class _SharedGraph:
             result = self._function(*arguments)
         finally:
             self._calling.body = None
+        traced = walked is not None and _TRACES[0] != traces
+        if not traced and direct is None:
+            return result  # nothing to check or keep: no second lookup
         graph = self._function.get_concrete_function(*arguments)
-        if walked is not None and _TRACES[0] != traces and _captures_state(graph, walked):
+        if traced and walked is not None and _captures_state(graph, walked):
             self.per_caller.add(signature)
         elif direct is not None:
             self._graphs[direct] = graph
@@ -279,7 +282,7 @@ class _SharedGraph:
     ) -> Optional[Tuple[Any, ...]]:
         """
         The key under which a call's graph is kept for direct calls: the signature (which fixes
-        the variables' shapes and dtypes) and the shapes and dtypes of the inputs, their first
+        the variables' kinds, shapes and dtypes) and the shapes and dtypes of the inputs, their first
         dimension left out with ``rows_unknown``. ``None`` (no direct call) inside another
         function's trace, or for inputs that are not all tensors (or ``None``).
         """
