@@ -52,6 +52,10 @@ recommends for SVGP's own answer and for C classes."""
 PREDICTIVE_DRAWS = 512
 """Standard-normal draws (half of them the negatives of the other half) per latent GP behind the
 class probabilities of C > 2 classes; the same draws for every point and every call."""
+_MINI_BATCHED = ("PolyaGammaSVGP",)
+"""The models whose fit takes mini-batches, which ``num_data`` scales: they are built with it. The
+others see all the data in every step and are built without it, so that their compiled steps
+are shared by fits of any number of rows (the folds of a cross-validation and the refit)."""
 _ROWS_PER_BLOCK = 2048
 _PREDICTIONS: "weakref.WeakKeyDictionary[gpflow.models.SVGP, CompiledStep]"
 _PREDICTIONS = weakref.WeakKeyDictionary()
@@ -104,7 +108,10 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     ``Bernoulli`` likelihood; for C > 2 classes, C latent GPs and GPflow's ``Softmax(C)`` (or
     :class:`~gpflow_fastvi.likelihoods.LogisticSoftmax` for ``PolyaGammaSVGP``). The trained
     GPflow model is ``model_``, an SVGP: ``model_.predict_f`` on standardised inputs
-    (``(X - x_mean_) / x_scale_``), ``gpflow.utilities.print_summary(model_)`` and so on.
+    (``(X - x_mean_) / x_scale_``), ``gpflow.utilities.print_summary(model_)`` and so on. It is
+    built without ``num_data`` (but ``PolyaGammaSVGP``, whose fit takes mini-batches), so that
+    fits of any number of rows share their compiled steps: its ``elbo`` takes the rows it is
+    given as all the data.
 
     :param model: ``"auto"`` (``VIConcave``), or the name of one of the package's models:
         ``"VIConcave"``, ``"VITaylor"``, ``"VIJJ"``, ``"KLCorrected"``, ``"PolyaGammaSVGP"``
@@ -192,7 +199,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             Z = greedy_inducing_points(Xs, kernel, M, working_set_size=min(100, N), seed=seed)
         else:
             Z = kmeans_inducing_points(Xs, M, seed=seed)
-        gp = _build(name, kernel, Z, N, len(classes))
+        gp = _build(name, kernel, Z, N if name in _MINI_BATCHED else None, len(classes))
         Y = encoded.astype(np.float64)[:, None]
         if isinstance(gp.likelihood, gpflow.likelihoods.Softmax):
             Y = Y.astype(np.int64)  # GPflow's Softmax refuses float labels
@@ -324,12 +331,13 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                 for path, parameter in gpflow.utilities.parameter_dict(gp).items()
             }
             Z = gp.inducing_variable.Z.numpy()
-            state["_model_state"] = (type(gp).__name__, Z.shape, int(gp.num_data), values)
+            num_data = None if gp.num_data is None else int(gp.num_data)
+            state["_model_state"] = (type(gp).__name__, Z.shape, num_data, values)
         return state
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         state = dict(state)
-        saved: Optional[Tuple[str, Tuple[int, int], int, Dict[str, Any]]]
+        saved: Optional[Tuple[str, Tuple[int, int], Optional[int], Dict[str, Any]]]
         saved = state.pop("_model_state", None)
         super().__setstate__(state)
         if saved is not None:
@@ -344,7 +352,11 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
 
 
 def _build(
-    name: str, kernel: gpflow.kernels.Kernel, Z: np.ndarray, num_data: int, num_classes: int
+    name: str,
+    kernel: gpflow.kernels.Kernel,
+    Z: np.ndarray,
+    num_data: Optional[int],
+    num_classes: int,
 ) -> gpflow.models.SVGP:
     """The model ``name`` with SVGP's signature, its likelihood set by the number of classes."""
     cls = getattr(models, name)
