@@ -17,12 +17,10 @@ A new trace is made, then, by
 
 - the first fit of a signature in the process;
 - data of a new shape: the first shape and the second are traced as given, and from the third on
-  TensorFlow traces one graph for any number of points (``reduce_retracing``). A step made with
-  ``rows_unknown`` traces once for any number of rows: the SVI step's batches, a prediction's
-  points, and the persistent route's steps on a model without ``num_data`` (``GPClassifier``
-  leaves it out), whose every call is all the data. A model with ``num_data`` set bakes that
-  number in, so each number of training points traces once there (the folds of a
-  cross-validation that differ by a point, twice);
+  TensorFlow traces one graph for any number of points (``reduce_retracing``); but a model with
+  ``num_data`` set (``GPClassifier`` sets it) bakes that number in, so each number of training
+  points traces once (the folds of a cross-validation that differ by a point, twice). A step
+  made with ``rows_unknown`` traces once for batches of any size;
 - any change of what the signature covers: a kernel, likelihood, prior or transform of another
   kind or another constant, another number of inducing inputs or latent functions, another dtype,
   other options of the fit (``n_upd``), or another GPflow jitter.
@@ -260,9 +258,8 @@ class _SharedGraph:
         try:
             if rows_unknown:
                 # Trace once for any number of rows: a call of known rows dispatches to it.
-                specs = tf.nest.map_structure(_any_rows, tuple(inputs))
-                flat = tf.nest.flatten(specs)
-                key = (signature, tuple(s and (tuple(s.shape), s.dtype) for s in flat))
+                specs = tuple(tf.TensorSpec([None, *x.shape[1:]], x.dtype) for x in inputs)
+                key = (signature, tuple((tuple(s.shape), s.dtype) for s in specs))
                 if key not in self._relaxed:
                     self._function.get_concrete_function(signature, variables, specs)
                     self._relaxed.add(key)
@@ -285,30 +282,20 @@ class _SharedGraph:
     ) -> Optional[Tuple[Any, ...]]:
         """
         The key under which a call's graph is kept for direct calls: the signature (which fixes
-        the variables' kinds, shapes and dtypes) and the shapes and dtypes of the inputs, with
-        ``rows_unknown`` as they are traced (:func:`_any_rows`). ``None`` (no direct call) inside
-        another function's trace, or for inputs that are not all tensors (or ``None``).
+        the variables' kinds, shapes and dtypes) and the shapes and dtypes of the inputs, their first
+        dimension left out with ``rows_unknown``. ``None`` (no direct call) inside another
+        function's trace, or for inputs that are not all tensors (or ``None``).
         """
         if not tf.executing_eagerly():
             return None
         flat = tf.nest.flatten(inputs)
         if not all(x is None or isinstance(x, tf.Tensor) for x in flat):
             return None
-        if rows_unknown:
-            flat = [None if x is None else _any_rows(x) for x in flat]
-        return (signature, tuple(None if x is None else (tuple(x.shape), x.dtype) for x in flat))
-
-
-def _any_rows(x: Any) -> Any:
-    """
-    The spec an input of a step made with ``rows_unknown`` is traced at: a tensor of two or more
-    dimensions (the data, a batch, values per point: rows first) with its first dimension
-    unknown; a scalar or a vector (a point of the search, an objective) as it is.
-    """
-    if x is None:
-        return None
-    shape = tuple(x.shape)
-    return tf.TensorSpec([None, *shape[1:]] if len(shape) >= 2 else shape, x.dtype)
+        start = 1 if rows_unknown else 0
+        return (
+            signature,
+            tuple(None if x is None else (tuple(x.shape)[start:], x.dtype) for x in flat),
+        )
 
 
 _SHARED: Dict[Tuple[str, Optional[str]], _SharedGraph] = {}
@@ -327,10 +314,8 @@ class CompiledStep:
     and the run's own variables), whose variables each call hands to the graph; ``inputs`` are
     tensors (the data, a point of the search). ``shared=False`` (data streamed, or a strategy's
     replicas) keeps the graph to this step, as does any step made under :func:`unshared`. With
-    ``rows_unknown`` the rows of the inputs are left unknown when the graph is traced
-    (:func:`_any_rows`): one graph for any number of rows. To a model with ``num_data`` set, such
-    a graph's call of fewer rows is a mini-batch (the SVI step's batches); to one without, all
-    the data.
+    ``rows_unknown`` the inputs' first dimension is left unknown when the graph is traced: one
+    graph for batches of any size, each a mini-batch to the model.
     """
 
     def __init__(

@@ -97,8 +97,7 @@ class LBFGSStage:
     data) as its arguments; with ``shared_over`` (the model, and any variables of the run's own
     that the loss reads) the compiled function is shared with every stage of the same loss over
     objects of the same signature and ``key`` (:mod:`~gpflow_fastvi.training.compiled`), so that
-    the next model of the same shapes traces nothing; with ``rows_unknown`` too, the next model of
-    the same shapes but for the number of rows of the data (:class:`~gpflow_fastvi.training.compiled.CompiledStep`).
+    the next model of the same shapes traces nothing.
 
     With ``has_aux`` the loss returns ``(value, aux)``, as in JAX's ``value_and_grad``: ``aux`` is
     whatever else the evaluation computed (for the persistent route, the stepped sites and their
@@ -130,7 +129,6 @@ class LBFGSStage:
         inputs: Sequence[tf.Tensor] = (),
         shared_over: Optional[Sequence[Any]] = None,
         key: Hashable = (),
-        rows_unknown: bool = False,
     ):
         self.variables = tuple(variables)
         self.maxfun = maxfun
@@ -168,7 +166,6 @@ class LBFGSStage:
             roots=(*(shared_over or ()), self.variables),
             key=(key, has_aux),
             shared=shared_over is not None,
-            rows_unknown=rows_unknown,
         )
         inputs = tuple(inputs)
 
