@@ -187,21 +187,21 @@ def test_a_second_gpclassifier_fit_on_data_of_the_same_shapes_traces_nothing():
     np.testing.assert_allclose(p[:, 1], classifier.model_.predict_y(Xs)[0].numpy()[:, 0])
 
 
-def test_gpclassifier_fits_of_any_number_of_rows_share_graphs_and_train_as_alone():
-    # The folds of a cross-validation differ by a point, and the refit has them all.
+def test_gpclassifier_fits_of_other_numbers_of_rows_share_one_graph_and_train_as_alone():
+    # The folds of a cross-validation differ by a point, and the refit has them all: the first
+    # number of rows is traced as given, the second for any number, and later ones trace nothing.
     X, Y = _data()
-    GPClassifier(n_inducing=M, random_state=0).fit(X[:120], Y[:120].ravel())
+    for n in (120, 121):
+        GPClassifier(n_inducing=M, random_state=0).fit(X[:n], Y[:n].ravel())
     before = compiled.trace_count()
     fitted = [
-        GPClassifier(n_inducing=M, random_state=1).fit(X[:n], Y[:n].ravel()) for n in (121, N)
+        GPClassifier(n_inducing=M, random_state=1).fit(X[:n], Y[:n].ravel()) for n in (137, N)
     ]
     assert compiled.trace_count() == before
     with compiled.unshared():
         alone = GPClassifier(n_inducing=M, random_state=1).fit(X, Y.ravel())
     assert alone.n_iter_ == fitted[-1].n_iter_
-    np.testing.assert_allclose(
-        fitted[-1].predict_proba(X), alone.predict_proba(X), rtol=1e-10, atol=1e-12
-    )
+    np.testing.assert_allclose(fitted[-1].predict_proba(X), alone.predict_proba(X), atol=1e-9)
 
 
 def test_a_gpclassifiers_compiled_prediction_does_not_keep_its_model():

@@ -16,11 +16,12 @@ own.
 A new trace is made, then, by
 
 - the first fit of a signature in the process;
-- data of a new shape: the first shape and the second are traced as given, and from the third on
-  TensorFlow traces one graph for any number of points (``reduce_retracing``); but a model with
-  ``num_data`` set (``GPClassifier`` sets it) bakes that number in, so each number of training
-  points traces once (the folds of a cross-validation that differ by a point, twice). A step
-  made with ``rows_unknown`` traces once for batches of any size;
+- data of a new shape: the first shape is traced as given, and from the second on TensorFlow
+  traces one graph for any number of points (``reduce_retracing``), which then serves every
+  later number. A model with ``num_data`` set bakes that number in, so there each number of
+  training points traces once; ``GPClassifier`` leaves it out (but for ``PolyaGammaSVGP``), so
+  that a five-fold cross-validation and its refit trace twice. A step made with
+  ``rows_unknown`` traces once for batches of any size;
 - any change of what the signature covers: a kernel, likelihood, prior or transform of another
   kind or another constant, another number of inducing inputs or latent functions, another dtype,
   other options of the fit (``n_upd``), or another GPflow jitter.

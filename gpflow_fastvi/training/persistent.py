@@ -134,10 +134,12 @@ class PersistentRun:
         # next fold, the next model of a grid); a stream is read through the run, and its graphs
         # are the run's own.
         in_memory = model._projects_all_at_once(data)
-        # Without num_data, all the rows a step is given are all the data, whatever their number:
-        # its graphs are traced for any number of rows, and the folds of a cross-validation,
-        # which differ by a point, and the refit on all of them share one. With num_data, fewer
-        # rows would be a mini-batch, and a graph for any number would hold both steps.
+        # Without num_data, all the rows a step is given are all the data, whatever their number,
+        # and the steps of models that differ in nothing else share a signature: TensorFlow
+        # traces the first number of rows as given, and one graph for any number from the second
+        # on (the folds of a cross-validation, which differ by a point, and the refit on all of
+        # them). The kept sites are variables of any number of rows for that: their shapes
+        # enter the signature. With num_data set, the number of rows is baked in.
         any_rows = in_memory and model.num_data is None
         self.accepted_sites: Optional[List[tf.Variable]] = None
         if in_memory:
@@ -146,9 +148,7 @@ class PersistentRun:
                 "PersistentRun.site_parameters",
                 lambda *arrays: model._site_parameters(CheckedData(*arrays)),
                 roots=(model,),
-                rows_unknown=any_rows,
             )
-            # Of any number of rows as the steps are: their shapes enter the steps' signature.
             self.accepted_sites = [
                 tf.Variable(p, trainable=False, shape=[None, *p.shape[1:]] if any_rows else None)
                 for p in read(*data)
@@ -163,7 +163,6 @@ class PersistentRun:
             inputs=data if in_memory else (),
             shared_over=(model, self.accepted_sites) if in_memory else None,
             key=("persistent", n_upd),
-            rows_unknown=any_rows,
         )
         # Adopting the sites assigns some dozen variables (q(u), its frame, the kept sites):
         # compiled, it is one call rather than as many eager assignments through the transforms.
@@ -172,7 +171,6 @@ class PersistentRun:
             self._adopted,
             roots=(model, self.accepted_sites),
             shared=in_memory,
-            rows_unknown=any_rows,
         )
 
     def loss(self, *data: tf.Tensor) -> Tuple[tf.Tensor, SteppedSites]:
