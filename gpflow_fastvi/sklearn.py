@@ -52,10 +52,6 @@ recommends for SVGP's own answer and for C classes."""
 PREDICTIVE_DRAWS = 512
 """Standard-normal draws (half of them the negatives of the other half) per latent GP behind the
 class probabilities of C > 2 classes; the same draws for every point and every call."""
-_MINI_BATCHED = ("PolyaGammaSVGP",)
-"""The models whose fit takes mini-batches, which ``num_data`` scales: they are built with it. The
-others see all the data in every step and are built without it, so that their compiled steps
-are shared by fits of any number of rows (the folds of a cross-validation and the refit)."""
 _ROWS_PER_BLOCK = 2048
 _PREDICTIONS: "weakref.WeakKeyDictionary[gpflow.models.SVGP, CompiledStep]"
 _PREDICTIONS = weakref.WeakKeyDictionary()
@@ -199,11 +195,18 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             Z = greedy_inducing_points(Xs, kernel, M, working_set_size=min(100, N), seed=seed)
         else:
             Z = kmeans_inducing_points(Xs, M, seed=seed)
-        gp = _build(name, kernel, Z, N if name in _MINI_BATCHED else None, len(classes))
+        # The route fit takes, as the model declares it. One of mini-batches (SVI) needs num_data
+        # to scale them; the others see all the data in every step, and are built without it so
+        # that their compiled steps are shared by fits of any number of rows (the folds of a
+        # cross-validation and the refit).
+        cls = getattr(models, name)
+        route = cls.training_routes[cls.default_route]
+        num_data = N if route.driver == "svi" else None
+        gp = _build(name, kernel, Z, num_data, len(classes))
         Y = encoded.astype(np.float64)[:, None]
         if isinstance(gp.likelihood, gpflow.likelihoods.Softmax):
             Y = Y.astype(np.int64)  # GPflow's Softmax refuses float labels
-        options: Dict[str, Any] = {"seed": seed} if name == "PolyaGammaSVGP" else {}
+        options: Dict[str, Any] = {"seed": seed} if "seed" in route.options else {}
         trace = fit_model(
             gp,
             (Xs, Y),
