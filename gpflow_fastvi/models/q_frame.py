@@ -4,7 +4,7 @@
 search's wild trial point does not become the state its next trial starts from.
 """
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -81,12 +81,14 @@ class QFrame:
     # ----------------------------------------------------------------------------------------------
     # Storing q(u).
 
-    def store(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> None:
+    def store(self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, loss: Optional[tf.Tensor] = None) -> None:
         """
         Assign the model's ``q_mu`` and ``q_sqrt`` (in its stored frame), set at the current
         hyperparameters, and record them here as the parameters read them back: ``q_sqrt`` of
         ``q_diag=True`` is held through its positive transform, whose round trip can move the
         last bit, and a record of the values given would then never belong to the model's q(u).
+        ``loss``: the full-data training loss of the evaluation that reached them, when one did
+        (:attr:`loss`).
         """
         model = self.model
         model.q_mu.assign(q_mu)
@@ -95,7 +97,7 @@ class QFrame:
             copy.assign(original)
         self.q_mu.assign(tf.convert_to_tensor(model.q_mu))
         self.q_sqrt.assign(tf.convert_to_tensor(model.q_sqrt))
-        self.loss.assign(np.inf)
+        self.loss.assign(np.inf if loss is None else tf.stop_gradient(loss))
 
     def start_here(self) -> None:
         """

@@ -1,7 +1,7 @@
 """VIConcave: the standard variational bound by convergent site steps (Khan, Mohamed & Murphy, 2012)."""
 
 import functools
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import gpflow
 import numpy as np
@@ -56,6 +56,33 @@ three steps L-BFGS-B read a loss that the steps were still lowering, ended ``ABN
 Evaluation = Tuple[tf.Tensor, SiteStatistics, Any]
 """What one pass of :class:`VIConcave`'s steps gives of a q(v): its ELBO, its sites' statistics,
 and (in memory) the sites themselves."""
+
+
+class Fallback(NamedTuple):
+    """
+    The stored q(u) as the second candidate start of :class:`VIConcave`'s steps from the sites
+    (:meth:`VIConcave._stepped_sites`, each evaluation of ``fit``'s persistent route): their
+    first candidate is the optimal q(u) for the sites of the stored q(u), a whole step, which
+    can lie below the stored q(u) where the steps settle slowly (C classes), and the steps go on
+    from the better of the two.
+
+    The fallback costs a pass, so it is evaluated only where it may be the better: where the
+    first start's loss is above the loss recorded where q(u) was set (the accepted iterate
+    L-BFGS-B measures its line search against). The rule is the same at every θ, that one
+    included: evaluated there alone, the stored q(u) made the loss jump at every accepted
+    iterate, by 0.01–0.06 nats on breast cancer (M = 100), and L-BFGS-B's line searches from it
+    failed (``ABNORMAL``) and started again with a fresh memory, at twice the evaluations.
+    """
+
+    q: WhitenedQ
+    """The stored q(u), whitened by this θ's factor."""
+    sufficient: tf.Tensor
+    """The ELBO at or above which (to :data:`ROUND_OFF`) the first start makes the fallback needless: that of the
+    loss recorded with the stored q(u) (``+inf`` if none was, or if q(u) was set from outside
+    since: the fallback is then always evaluated)."""
+    known: Optional[Tuple[tf.Tensor, Callable[[], Evaluation]]]
+    """(whether, evaluation): where that holds, the fallback's evaluation, computed without a
+    pass, which the first start must then beat."""
 
 
 def nest_stop_gradient(structure: Any) -> Any:
@@ -284,12 +311,24 @@ class VIConcave(GaussianSitesModel):
         (the sites (a, b, w) themselves, which ``fit`` keeps between evaluations when the data
         are in memory, as the result's ``site_parameters`` hand them on), or read per batch. Sites
         usually carry over a change of θ better than the whitened q(u) does, but that whole step
-        can lower the ELBO where the steps settle slowly (C classes), so at the θ where q(u) was
-        set the stored q(u) is evaluated too and the steps go on from the better of the two:
-        there the objective is never below the ELBO of the stored q(u). The later steps are
-        :meth:`update_sites`'s, halved until the ELBO does not fall.
+        can lower the ELBO where the steps settle slowly (C classes), so where its loss is above
+        the loss recorded with the stored q(u) the stored q(u) is evaluated too, and the steps go
+        on from the better of the two (:class:`Fallback`): at the θ where q(u) was set the
+        objective is never below the ELBO of the stored q(u), and the loss is continuous there.
+        The later steps are :meth:`update_sites`'s, halved until the ELBO does not fall.
         """
         return self._ascent(self._passes.training_data(data), num_updates, site_parameters, True)
+
+    def _adopt(self, stepped: SteppedSites) -> None:
+        """
+        Make the q(u) of the steps the model's own, with the loss they were evaluated at
+        (:attr:`QFrame.loss <gpflow_fastvi.models.q_frame.QFrame.loss>`): the level at which the
+        next steps from its sites need not evaluate it again (:class:`Fallback`). The objective
+        is the ELBO, which the steps never lower: a full-data ``training_loss`` at this θ is
+        then no higher, and adopts its own q(u).
+        """
+        loss = -(stepped.objective + self.log_prior_density())
+        self._q_frame.store(stepped.q_mu, stepped.q_sqrt, loss)
 
     def _closed_form_steps(
         self, data: Data, num_updates: int, site_parameters: Optional[Tuple[tf.Tensor, ...]] = None
@@ -316,15 +355,14 @@ class VIConcave(GaussianSitesModel):
         (whitened) held fixed.
 
         The steps start from the stored q(u) (:meth:`update_sites`, the full-data loss), or
-        ``from_sites`` from the better of the stored q(u) and the optimal q(u) for the sites of
-        the stored q(u) where it was set (:meth:`_stepped_sites`), given in ``site_parameters``
-        (in memory) or read per batch; the result then carries the sites at the marginals of
-        the q(u) reached in memory. With ``settled`` the steps end once one raised the ELBO by
+        ``from_sites`` from the optimal q(u) for the sites of the stored q(u) where it was set,
+        or the stored q(u) where that is better (:meth:`_stepped_sites`, :class:`Fallback`),
+        the sites given in ``site_parameters`` (in memory) or read per batch; the result then
+        carries the sites at the marginals of the q(u) reached in memory. With ``settled`` the steps end once one raised the ELBO by
         no more than that, relative to max(1, |ELBO|) (:data:`SETTLED`).
         """
         num_updates = positive_int(num_updates, "num_updates")
         in_memory = self._steps_in_memory(data, site_parameters)
-        known_stored: Optional[Tuple[tf.Tensor, Callable[[], Evaluation]]] = None
         L = self._passes.Kmm_cholesky()
         projection = self._passes.projection(data[0], L) if in_memory else None
 
@@ -372,42 +410,45 @@ class VIConcave(GaussianSitesModel):
             )
             one = tf.ones((), L.dtype)
             optimal = q_from_natural(site_target(nest_stop_gradient(stats), one))
-            # The stored q(u) itself is the other candidate start, evaluated where it is read at
-            # this θ (the θ it was set at, or a q(u) set from outside): there it is the state the
-            # steps must not fall below (an L-BFGS-B restart evaluates there), and the sites'
-            # optimum, a whole step, can lie below it where the steps settle slowly. At another
-            # trial θ it is skipped: there it was below the sites' optimum at every evaluation
-            # of a fit on letter, and it costs a pass.
-            stored = nest_stop_gradient(self._whitened(self.q_mu, self.q_sqrt, L))
-            starts = [stored, self._in_family(self._shift_removed(nest_stop_gradient(optimal)), L)]
+            start = self._in_family(self._shift_removed(nest_stop_gradient(optimal)), L)
+            # The stored q(u) is the fallback start, for where the sites' optimum, a whole step,
+            # lies below it (the steps settle slowly). Which of the two the steps go on from must
+            # not depend on whether θ is exactly the θ where q(u) was set: a loss that dropped
+            # there alone (an L-BFGS-B restart evaluates there) was discontinuous at every
+            # accepted iterate, and the line searches from it failed (:class:`Fallback`).
             frame = self._q_frame
             own_frame = frame.belongs_to(self.q_mu, self.q_sqrt)
-            at_frame_theta = frame.is_at_model()
-            skip_stored = own_frame & ~at_frame_theta
+            recorded = own_frame & tf.math.is_finite(frame.loss)
+            sufficient = tf.where(
+                recorded,
+                -frame.loss - self.log_prior_density(),
+                tf.constant(np.inf, L.dtype),
+            )
+            stored = nest_stop_gradient(self._whitened(self.q_mu, self.q_sqrt, L))
+            known_stored = None
             if in_memory and site_parameters is not None:
                 # At the θ where q(u) was set, the kept sites are those of the stored q(u)
                 # itself (read there at the start of a fit, or the last pass of the steps that
                 # reached it): they touch fᵦ at its marginals, so its ELBO is their expectation
                 # there, and their statistics are the ones just formed. No pass through fᵦ.
                 known_stored = (
-                    own_frame & at_frame_theta,
+                    own_frame & frame.is_at_model(),
                     lambda: self._known_evaluation(
                         data[0], projection, stored, stats, site_parameters
                     ),
                 )
+            fallback: Optional[Fallback] = Fallback(stored, sufficient, known_stored)
             steps = num_updates - 1
         else:
-            starts = [nest_stop_gradient(self._whitened(self.q_mu, self.q_sqrt, L))]
-            skip_stored = tf.constant(False)
+            start = nest_stop_gradient(self._whitened(self.q_mu, self.q_sqrt, L))
+            fallback = None
             steps = num_updates
         # What the loop keeps of a pass: in memory the sites ([N, L] each).
         zeros = (
             tf.zeros([tf.shape(data[1])[0], self.num_latent_gps], L.dtype) if in_memory else None
         )
         nothing_kept = Sites(zeros, zeros, zeros) if in_memory else ()
-        q, kept = self._ascend(
-            L, starts, steps, evaluate, nothing_kept, skip_stored, known_stored, settled
-        )
+        q, kept = self._ascend(L, start, steps, evaluate, nothing_kept, fallback, settled)
         sites = kept if in_memory else None
         # In memory, the sites of the q(u) reached are those of the loop's last pass.
         per_rows = (
@@ -456,39 +497,40 @@ class VIConcave(GaussianSitesModel):
     def _ascend(
         self,
         L: tf.Tensor,
-        starts: Sequence[WhitenedQ],
+        start: WhitenedQ,
         num_updates: int,
         evaluate: Callable[[WhitenedQ], Evaluation],
         held: Any,
-        skip_first: tf.Tensor,
-        known_first: Optional[Tuple[tf.Tensor, Callable[[], Evaluation]]] = None,
+        fallback: Optional["Fallback"] = None,
         settled: Optional[float] = None,
     ) -> Tuple[WhitenedQ, Any]:
         """
-        ``num_updates`` steps from the best of the candidate ``starts`` (each q(v) whitened by
-        ``L``, one N(m_l, R_l R_lᵀ) per latent function, as one batch); returns the q(v) reached
-        and what ``evaluate`` gave with it (``held`` is its shape before the first turn), held
-        fixed for the gradient; where ``skip_first`` holds, the first start is not evaluated.
+        ``num_updates`` steps from the better of ``start`` and, where it is needed, the
+        ``fallback`` start (each q(v) whitened by ``L``, one N(m_l, R_l R_lᵀ) per latent
+        function, as one batch); returns the q(v) reached and what ``evaluate`` gave with it
+        (``held`` is its shape before the first turn), held fixed for the gradient.
 
         One loop, one pass over the data (``evaluate``: the ELBO of a q, its sites' statistics,
         and whatever else the caller keeps of the pass) per turn, so that the pass is traced
-        once. The first turns evaluate the starts in turn, and keep the one of highest ELBO;
-        every later turn evaluates a step from the q last taken, by ρ = 2⁻ʰ after h halvings,
-        towards the optimal q for that q's sites (their natural parameters, the ``target``,
-        batched over the latent functions; one ρ for all of them, as the ELBO is one sum). A
-        trial whose ELBO is not lower (by more than :data:`ROUND_OFF`) is taken, and the next
-        step starts at ρ = 1; otherwise ρ halves. When :data:`MAX_HALVINGS` halvings find no such
-        ρ, the steps end where they are: every later step would try the same directions from the
-        same q. So the q returned has an ELBO at least that of every start, to round-off.
-
-        ``known_first`` = (whether, evaluation): where that holds, the first start's evaluation
-        is the one given (computed without a pass), taken before the first turn. With
-        ``settled``, a step taken that raised the ELBO by no more than ``settled`` relative to
-        max(1, |ELBO|) is the last.
+        once. The first turn evaluates ``start``; the next the fallback, unless its evaluation
+        is known (:attr:`Fallback.known`) or ``start`` reached :attr:`Fallback.sufficient`, and
+        keeps the start of higher ELBO (``start`` in a tie within :data:`ROUND_OFF`). Every later turn evaluates a step from the q last taken,
+        by ρ = 2⁻ʰ after h halvings, towards the optimal q for that q's sites (their natural
+        parameters, the ``target``, batched over the latent functions; one ρ for all of them,
+        as the ELBO is one sum). A trial whose ELBO is not lower (by more than
+        :data:`ROUND_OFF`) is taken, and the next step starts at ρ = 1; otherwise ρ halves. When
+        :data:`MAX_HALVINGS` halvings find no such ρ, the steps end where they are: every later
+        step would try the same directions from the same q. So the q returned has an ELBO at
+        least that of every start evaluated, to round-off. With ``settled``, a step taken that
+        raised the ELBO by no more than ``settled`` relative to max(1, |ELBO|) is the last.
         """
         one = tf.ones((), dtype=L.dtype)
+        starts = [start] if fallback is None else [start, fallback.q]
         candidates = tf.nest.map_structure(lambda *ts: tf.stack(ts), *starts)
         first = -len(starts)  # the turns before the steps, one per start
+        # Whether the fallback's turn is skipped once the first start is evaluated: known
+        # already, or not needed when the first start's ELBO reaches ``sufficient``.
+        fallback_known = tf.constant(False)
 
         def trial(q: WhitenedQ, target: NaturalParameters, halvings: tf.Tensor) -> WhitenedQ:
             rho = tf.pow(0.5 * one, tf.cast(halvings, L.dtype))
@@ -510,13 +552,27 @@ class VIConcave(GaussianSitesModel):
                 lambda: trial(q, target, halvings),
             )
             elbo_try, stats, held_try = evaluate(q_try)
-            taken = elbo_try >= elbo - ROUND_OFF * tf.maximum(one, tf.abs(elbo))
+            tolerance = ROUND_OFF * tf.maximum(one, tf.abs(elbo))
+            taken = elbo_try >= elbo - tolerance
+            if fallback is not None:
+                # The fallback replaces the first start only where it is better beyond round-off:
+                # in a tie the first start stays, as where the fallback's evaluation is known
+                # and the first start is the one that must beat it.
+                beats = elbo_try > elbo + tolerance
+                taken = tf.where(tf.equal(steps, first + 1), beats, taken)
             ended = ~taken & (halvings >= MAX_HALVINGS)  # stuck: no ρ raises the ELBO
             if settled is not None:  # a step taken that barely raised the ELBO is the last
                 gain = elbo_try - elbo
                 ended |= taken & ~is_start & (gain <= settled * tf.maximum(one, tf.abs(elbo)))
             moved_on = (taken | is_start) & ~ended  # every start is evaluated once, taken or not
-            steps = tf.where(moved_on, steps + 1, tf.where(ended, num_updates, steps))
+            advance = 1
+            if fallback is not None:
+                # Within round-off, as a step is taken: at a fixed point of the steps the first
+                # start is the stored q(u) itself, and a sum's rounding must not decide.
+                reached = fallback.sufficient - ROUND_OFF * tf.maximum(one, tf.abs(elbo_try))
+                needless = fallback_known | (elbo_try >= reached)
+                advance = tf.where(tf.equal(steps, first) & needless, 2, 1)
+            steps = tf.where(moved_on, steps + advance, tf.where(ended, num_updates, steps))
             halvings = tf.where(moved_on, 0, halvings + 1)
             keep = lambda new, old: tf.where(taken, new, old)  # noqa: E731
             target = tf.nest.map_structure(keep, site_target(stats, one), target)
@@ -525,20 +581,20 @@ class VIConcave(GaussianSitesModel):
             return steps, halvings, q, keep(elbo_try, elbo), target, held
 
         # Before the first turn nothing is evaluated: ELBO −∞ (the first start is taken), unless
-        # the first start's evaluation is known.
-        q = starts[0]
+        # the fallback's evaluation is known, which the first start must then beat.
+        q = start
         not_yet = NaturalParameters(eta1=tf.zeros_like(q.m), precision=tf.zeros_like(q.R))
         elbo = tf.constant(-np.inf, L.dtype)
-        target, skipped = not_yet, tf.cast(skip_first, tf.int32)
-        if known_first is not None:
-            is_known, known = known_first
+        target = not_yet
+        if fallback is not None and fallback.known is not None:
+            is_known, known = fallback.known
 
             def taken() -> Any:
                 known_elbo, stats, known_held = known()
-                return known_elbo, site_target(stats, one), known_held
+                return fallback.q, known_elbo, site_target(stats, one), known_held
 
-            elbo, target, held = tf.cond(is_known, taken, lambda: (elbo, target, held))
-            skipped = tf.maximum(skipped, tf.cast(is_known, tf.int32))
-        start = (tf.constant(first) + skipped, tf.constant(0), q, elbo, target, held)
-        _, _, q, _, _, held = tf.while_loop(lambda steps, *_: steps < num_updates, turn, start)
+            q, elbo, target, held = tf.cond(is_known, taken, lambda: (start, elbo, target, held))
+            fallback_known = is_known
+        begin = (tf.constant(first), tf.constant(0), q, elbo, target, held)
+        _, _, q, _, _, held = tf.while_loop(lambda steps, *_: steps < num_updates, turn, begin)
         return nest_stop_gradient(q), nest_stop_gradient(held)
