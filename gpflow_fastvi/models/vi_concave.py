@@ -70,16 +70,16 @@ class Fallback(NamedTuple):
     first start's loss is above the loss recorded where q(u) was set (the accepted iterate
     L-BFGS-B measures its line search against). The rule is the same at every θ, that one
     included: evaluated there alone, the stored q(u) made the loss jump at every accepted
-    iterate, by 0.01–0.06 nats on breast cancer (M = 100), and L-BFGS-B's line searches from it
-    failed (``ABNORMAL``) and started again with a fresh memory, at twice the evaluations.
+    iterate, by up to 0.27 nats on breast cancer (M = 100), and L-BFGS-B's line searches from
+    there failed (``ABNORMAL``) and started again with a fresh memory, at twice the evaluations.
     """
 
     q: WhitenedQ
     """The stored q(u), whitened by this θ's factor."""
     sufficient: tf.Tensor
-    """The ELBO at or above which (to :data:`ROUND_OFF`) the first start makes the fallback needless: that of the
-    loss recorded with the stored q(u) (``+inf`` if none was, or if q(u) was set from outside
-    since: the fallback is then always evaluated)."""
+    """The ELBO at or above which (to :data:`ROUND_OFF`) the first start makes the fallback
+    needless: that of the loss recorded with the stored q(u) (``+inf`` if none was, or if q(u)
+    was set from outside since: the fallback is then always evaluated)."""
     known: Optional[Tuple[tf.Tensor, Callable[[], Evaluation]]]
     """(whether, evaluation): where that holds, the fallback's evaluation, computed without a
     pass, which the first start must then beat."""
@@ -358,8 +358,9 @@ class VIConcave(GaussianSitesModel):
         ``from_sites`` from the optimal q(u) for the sites of the stored q(u) where it was set,
         or the stored q(u) where that is better (:meth:`_stepped_sites`, :class:`Fallback`),
         the sites given in ``site_parameters`` (in memory) or read per batch; the result then
-        carries the sites at the marginals of the q(u) reached in memory. With ``settled`` the steps end once one raised the ELBO by
-        no more than that, relative to max(1, |ELBO|) (:data:`SETTLED`).
+        carries the sites at the marginals of the q(u) reached in memory. With ``settled`` the
+        steps end once one raised the ELBO by no more than that, relative to max(1, |ELBO|)
+        (:data:`SETTLED`).
         """
         num_updates = positive_int(num_updates, "num_updates")
         in_memory = self._steps_in_memory(data, site_parameters)
@@ -514,22 +515,23 @@ class VIConcave(GaussianSitesModel):
         and whatever else the caller keeps of the pass) per turn, so that the pass is traced
         once. The first turn evaluates ``start``; the next the fallback, unless its evaluation
         is known (:attr:`Fallback.known`) or ``start`` reached :attr:`Fallback.sufficient`, and
-        keeps the start of higher ELBO (``start`` in a tie within :data:`ROUND_OFF`). Every later turn evaluates a step from the q last taken,
-        by ρ = 2⁻ʰ after h halvings, towards the optimal q for that q's sites (their natural
-        parameters, the ``target``, batched over the latent functions; one ρ for all of them,
-        as the ELBO is one sum). A trial whose ELBO is not lower (by more than
-        :data:`ROUND_OFF`) is taken, and the next step starts at ρ = 1; otherwise ρ halves. When
-        :data:`MAX_HALVINGS` halvings find no such ρ, the steps end where they are: every later
-        step would try the same directions from the same q. So the q returned has an ELBO at
-        least that of every start evaluated, to round-off. With ``settled``, a step taken that
-        raised the ELBO by no more than ``settled`` relative to max(1, |ELBO|) is the last.
+        keeps the start of higher ELBO (``start`` in a tie within :data:`ROUND_OFF`). Every
+        later turn evaluates a step from the q last taken, by ρ = 2⁻ʰ after h halvings, towards
+        the optimal q for that q's sites (their natural parameters, the ``target``, batched over
+        the latent functions; one ρ for all of them, as the ELBO is one sum). A trial whose ELBO
+        is not lower (by more than :data:`ROUND_OFF`) is taken, and the next step starts at
+        ρ = 1; otherwise ρ halves. When :data:`MAX_HALVINGS` halvings find no such ρ, the steps
+        end where they are: every later step would try the same directions from the same q. So
+        the q returned has an ELBO at least that of every start evaluated, to round-off. With
+        ``settled``, a step taken that raised the ELBO by no more than ``settled`` relative to
+        max(1, |ELBO|) is the last.
         """
         one = tf.ones((), dtype=L.dtype)
         starts = [start] if fallback is None else [start, fallback.q]
         candidates = tf.nest.map_structure(lambda *ts: tf.stack(ts), *starts)
         first = -len(starts)  # the turns before the steps, one per start
-        # Whether the fallback's turn is skipped once the first start is evaluated: known
-        # already, or not needed when the first start's ELBO reaches ``sufficient``.
+        # Whether the fallback's evaluation is known before the first turn: its turn is then
+        # skipped, as where the first start's ELBO reaches ``sufficient``.
         fallback_known = tf.constant(False)
 
         def trial(q: WhitenedQ, target: NaturalParameters, halvings: tf.Tensor) -> WhitenedQ:
