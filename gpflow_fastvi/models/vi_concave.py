@@ -77,9 +77,11 @@ class Fallback(NamedTuple):
     q: WhitenedQ
     """The stored q(u), whitened by this θ's factor."""
     sufficient: tf.Tensor
-    """The ELBO at or above which (to :data:`ROUND_OFF`) the first start makes the fallback
-    needless: that of the loss recorded with the stored q(u) (``+inf`` if none was, or if q(u)
-    was set from outside since: the fallback is then always evaluated)."""
+    """The ELBO at or above which the first start makes the fallback needless: that of the loss
+    recorded with the stored q(u), less :data:`ROUND_OFF` (at a fixed point of the steps the first
+    start is the stored q(u) itself, and a sum's rounding must not decide); ``+inf`` if no loss
+    was recorded, or if q(u) was set from outside since: the fallback is then always
+    evaluated."""
     known: Optional[Tuple[tf.Tensor, Callable[[], Evaluation]]]
     """(whether, evaluation): where that holds, the fallback's evaluation, computed without a
     pass, which the first start must then beat."""
@@ -420,9 +422,10 @@ class VIConcave(GaussianSitesModel):
             frame = self._q_frame
             own_frame = frame.belongs_to(self.q_mu, self.q_sqrt)
             recorded = own_frame & tf.math.is_finite(frame.loss)
+            level = tf.where(recorded, -frame.loss - self.log_prior_density(), tf.zeros_like(one))
             sufficient = tf.where(
                 recorded,
-                -frame.loss - self.log_prior_density(),
+                level - ROUND_OFF * tf.maximum(one, tf.abs(level)),
                 tf.constant(np.inf, L.dtype),
             )
             stored = nest_stop_gradient(self._whitened(self.q_mu, self.q_sqrt, L))
@@ -502,7 +505,7 @@ class VIConcave(GaussianSitesModel):
         num_updates: int,
         evaluate: Callable[[WhitenedQ], Evaluation],
         held: Any,
-        fallback: Optional["Fallback"] = None,
+        fallback: Optional[Fallback] = None,
         settled: Optional[float] = None,
     ) -> Tuple[WhitenedQ, Any]:
         """
@@ -530,9 +533,10 @@ class VIConcave(GaussianSitesModel):
         starts = [start] if fallback is None else [start, fallback.q]
         candidates = tf.nest.map_structure(lambda *ts: tf.stack(ts), *starts)
         first = -len(starts)  # the turns before the steps, one per start
+        known = None if fallback is None else fallback.known
         # Whether the fallback's evaluation is known before the first turn: its turn is then
         # skipped, as where the first start's ELBO reaches ``sufficient``.
-        fallback_known = tf.constant(False)
+        fallback_known = tf.constant(False) if known is None else known[0]
 
         def trial(q: WhitenedQ, target: NaturalParameters, halvings: tf.Tensor) -> WhitenedQ:
             rho = tf.pow(0.5 * one, tf.cast(halvings, L.dtype))
@@ -569,10 +573,7 @@ class VIConcave(GaussianSitesModel):
             moved_on = (taken | is_start) & ~ended  # every start is evaluated once, taken or not
             advance = 1
             if fallback is not None:
-                # Within round-off, as a step is taken: at a fixed point of the steps the first
-                # start is the stored q(u) itself, and a sum's rounding must not decide.
-                reached = fallback.sufficient - ROUND_OFF * tf.maximum(one, tf.abs(elbo_try))
-                needless = fallback_known | (elbo_try >= reached)
+                needless = fallback_known | (elbo_try >= fallback.sufficient)
                 advance = tf.where(tf.equal(steps, first) & needless, 2, 1)
             steps = tf.where(moved_on, steps + advance, tf.where(ended, num_updates, steps))
             halvings = tf.where(moved_on, 0, halvings + 1)
@@ -588,15 +589,16 @@ class VIConcave(GaussianSitesModel):
         not_yet = NaturalParameters(eta1=tf.zeros_like(q.m), precision=tf.zeros_like(q.R))
         elbo = tf.constant(-np.inf, L.dtype)
         target = not_yet
-        if fallback is not None and fallback.known is not None:
-            is_known, known = fallback.known
+        if fallback is not None and known is not None:
+            evaluation = known[1]
 
             def taken() -> Any:
-                known_elbo, stats, known_held = known()
+                known_elbo, stats, known_held = evaluation()
                 return fallback.q, known_elbo, site_target(stats, one), known_held
 
-            q, elbo, target, held = tf.cond(is_known, taken, lambda: (start, elbo, target, held))
-            fallback_known = is_known
+            q, elbo, target, held = tf.cond(
+                fallback_known, taken, lambda: (start, elbo, target, held)
+            )
         begin = (tf.constant(first), tf.constant(0), q, elbo, target, held)
         _, _, q, _, _, held = tf.while_loop(lambda steps, *_: steps < num_updates, turn, begin)
         return nest_stop_gradient(q), nest_stop_gradient(held)
