@@ -4,6 +4,8 @@ SVGP takes them: one latent function and one column of sites per output, every o
 from the one projection of the data.
 """
 
+import warnings
+
 import gpflow
 import numpy as np
 import pytest
@@ -381,6 +383,42 @@ def test_gpflows_multi_output_notebook_case_swapped_ends_at_svgps_elbo(case, mod
         return float(model.elbo((X, Y)))
 
     assert (trained(gpflow.models.SVGP) - trained(model_class)) / N < 0.01
+
+
+def test_a_scipy_closure_of_vitaylor_over_mixed_outputs_sends_the_user_to_fit(rng):
+    """VITaylor's full-data closure over outputs mixed by LinearCoregionalization warns once,
+    naming fit (L-BFGS-B can stop short on it); VIConcave's does not, nor VITaylor's over
+    independent outputs."""
+    X = rng.uniform(-3.0, 3.0, size=(40, 1))
+    Y = rng.normal(size=(40, 3))
+    Z = np.linspace(-3.0, 3.0, 7)[:, None]
+
+    def advice(model_class, mixed):
+        if mixed:
+            kernel = gpflow.kernels.LinearCoregionalization(
+                [gpflow.kernels.SquaredExponential() for _ in range(2)], W=rng.normal(size=(3, 2))
+            )
+        else:
+            kernel = gpflow.kernels.SharedIndependent(gpflow.kernels.SquaredExponential(), 3)
+        inducing_variable = gpflow.inducing_variables.SharedIndependentInducingVariables(
+            gpflow.inducing_variables.InducingPoints(Z)
+        )
+        model = model_class(
+            kernel,
+            gpflow.likelihoods.Gaussian(),
+            inducing_variable=inducing_variable,
+            num_latent_gps=2 if mixed else 3,
+        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.training_loss_closure((X, Y))
+            model.training_loss_closure((X, Y))
+        return [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+    (message,) = advice(fv.VITaylor, mixed=True)
+    assert "gpflow.optimizers.Scipy" in message and "gpflow_fastvi.fit(model, data)" in message
+    assert advice(fv.VIConcave, mixed=True) == []
+    assert advice(fv.VITaylor, mixed=False) == []
 
 
 @pytest.mark.parametrize("kind", ["kernels", "inducing", "both"])

@@ -392,14 +392,21 @@ class SiteModel(SVGP):
 
     def _advise_on_closure(self, data: Any) -> None:
         """
-        Warn, at the first closure over an iterator of mini-batches of this model, where such a
-        loop ends short of ``fit`` (:attr:`_mini_batch_closure_advice`). A closure over all the
-        data (``gpflow.optimizers.Scipy``) trains the model by its method and gets no warning.
+        Warn, at the first closure of this model whose loop is known to end short of ``fit``
+        (:meth:`_closure_advice`), with what to use instead.
         """
-        advice = self._mini_batch_closure_advice
-        if advice and not _is_all_the_data(data) and not getattr(self, "_advised", False):
+        advice = self._closure_advice(_is_all_the_data(data))
+        if advice and not getattr(self, "_advised", False):
             self._advised = True
             warnings.warn(advice, UserWarning, stacklevel=3)
+
+    def _closure_advice(self, all_the_data: bool) -> Optional[str]:
+        """
+        The warning a closure over all the data (``gpflow.optimizers.Scipy``) or over an
+        iterator of mini-batches gives, or ``None``: by default :attr:`_mini_batch_closure_advice`
+        for mini-batches, and nothing for all the data, which trains the model by its method.
+        """
+        return None if all_the_data else self._mini_batch_closure_advice
 
     # ----------------------------------------------------------------------------------------------
     # What each model provides.
