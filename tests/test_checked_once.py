@@ -44,12 +44,14 @@ def checks(monkeypatch):
     return counted
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [fv.VIJJ, fv.VIConcave], ids=lambda c: c.__name__)
 def test_fit_checks_arrays_once(cls, checks):
     fv.fit(_model(cls), _data(120), max_iter=3)
     assert checks == {"arrays": 1, "streams": 0}
 
 
+@pytest.mark.slow
 def test_fit_wraps_a_stream_in_its_checks_once(checks):
     X, Y = _data(120)
     dataset = tf.data.Dataset.from_tensor_slices((X, Y)).batch(50)

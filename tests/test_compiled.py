@@ -187,6 +187,7 @@ def test_a_second_gpclassifier_fit_on_data_of_the_same_shapes_traces_nothing():
     np.testing.assert_allclose(p[:, 1], classifier.model_.predict_y(Xs)[0].numpy()[:, 0])
 
 
+@pytest.mark.slow
 def test_gpclassifier_fits_of_other_numbers_of_rows_share_one_graph_and_train_as_alone():
     # The folds of a cross-validation differ by a point, and the refit has them all: the first
     # number of rows is traced as given, the second for any number, and later ones trace nothing.

@@ -94,6 +94,7 @@ def _fitted(model_class, data):
     return gpflow.utilities.deepcopy(_FITTED[key])
 
 
+@pytest.mark.slow
 def test_predict_y_gives_probabilities(model_class, data):
     model = _fitted(model_class, data)
     Xnew = np.linspace(-2, 2, 9)[:, None].repeat(2, axis=1)
@@ -133,6 +134,7 @@ def test_checkpoint_restores_into_gpflow_svgp(model_class, data, tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_print_summary_shows_svgp_attribute_paths(model_class, data):
     model = _fitted(model_class, data)
     summary = gpflow.utilities.tabulate_module_summary(model)
@@ -140,6 +142,7 @@ def test_print_summary_shows_svgp_attribute_paths(model_class, data):
         assert f"{model_class.__name__}{path}" in summary
 
 
+@pytest.mark.slow
 def test_objective_and_yardstick_are_finite_and_a_bound_lies_below_the_yardstick(model_class, data):
     model = FACTORIES[model_class](data, data[0][::5].copy())
     call_data = _call_data(model, data)
@@ -154,6 +157,7 @@ def test_objective_and_yardstick_are_finite_and_a_bound_lies_below_the_yardstick
         assert objective <= yardstick + 1e-8
 
 
+@pytest.mark.slow
 def test_a_natural_gradient_step_of_one_at_the_closed_form_fixed_point_changes_nothing(
     model_class, data
 ):
@@ -271,6 +275,7 @@ def _adam_step(model, optimizer, data):
     return loss, gradients
 
 
+@pytest.mark.slow
 def test_a_loss_compiled_with_autograph_on_converts_none_of_the_package(model_class, data, caplog):
     """GPflow's Scipy compiles the loss it is given with AutoGraph on (``tf.function`` of
     ``model.training_loss``, as GPflow's notebooks pass it for a model that holds its data, or of
@@ -501,6 +506,7 @@ def test_every_model_takes_fits_first_steps_in_float32_as_in_float64(model_class
     np.testing.assert_allclose(p32.numpy(), p64.numpy(), atol=1e-4)
 
 
+@pytest.mark.slow
 def test_moving_the_inducing_inputs_keeps_the_posterior(model_class, data):
     """To a permutation of Z: the same q(f) everywhere; to other inputs: the same q(f) at them.
     Up to the jitter on Kmm, which the posterior at Z carries into the new q(u): measured 6·10⁻⁵."""

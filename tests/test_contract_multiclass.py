@@ -73,6 +73,7 @@ def test_every_multi_class_model_is_in_the_contract():
     assert {c for c in ALL_MODELS if c._multi_class_likelihoods} == set(MULTI_CLASS_FACTORIES)
 
 
+@pytest.mark.slow
 def test_predict_y_gives_a_distribution_over_the_classes(model_class, data):
     model = _fitted(model_class, data)
     Xnew = np.linspace(-2, 2, 9)[:, None].repeat(2, axis=1)

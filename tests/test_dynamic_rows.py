@@ -30,6 +30,7 @@ def _any_rows(model, D):
     return tf.function(lambda X, Y: model.training_loss((X, Y)), input_signature=spec)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_class", TRAINING_LOSSES, ids=lambda c: c.__name__)
 def test_all_the_data_in_a_loss_of_any_rows_take_the_full_data_steps(model_class, rng):
     X, Y = make_binary_data(rng, N=60)

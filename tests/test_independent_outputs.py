@@ -45,6 +45,7 @@ def test_gaussian_outputs_give_sgprs_bound_in_one_step(model_class, rng):
     np.testing.assert_allclose(var, sgpr_var, rtol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_class", BINARY_MODELS, ids=lambda c: c.__name__)
 def test_binary_outputs_are_the_sum_of_one_model_per_column(model_class, rng):
     """The outputs share the kernel and Z and nothing else: the model's ELBO and predictions are
@@ -73,6 +74,7 @@ def test_binary_outputs_are_the_sum_of_one_model_per_column(model_class, rng):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "likelihood",
     [
@@ -267,6 +269,7 @@ def test_separate_priors_step_to_svgps_optimum_and_predict_as_svgp(model_class, 
     _assert_at_svgps_optimum(model, *_separate_parts(kind, Z, 3), X, Y)
 
 
+@pytest.mark.slow
 def test_a_kernel_per_class_trains_by_fit_to_a_higher_softmax_elbo_than_one_kernel(rng):
     """Multi-class with a kernel of each class's own (GPflow's SeparateIndependent), the
     classification user's case of separate priors: fit trains it, each class's lengthscale its
@@ -421,6 +424,7 @@ def test_a_scipy_closure_of_vitaylor_over_mixed_outputs_sends_the_user_to_fit(rn
     assert advice(fv.VITaylor, mixed=False) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["kernels", "inducing", "both"])
 def test_kl_corrected_with_separate_priors_is_one_model_per_output(kind, rng):
     """KLCorrected with a kernel or a Z of each output's own: its KL-corrected bound after the

@@ -70,6 +70,7 @@ def _moments(likelihood, mu, beta, Y):
 # The E-step.
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beta", [0.3, 1.0, 6.0])
 def test_probit_e_step_moments_match_quadrature(beta):
     mu = np.array([-3.0, -0.4, 0.0, 0.9, 2.5, 0.9])

@@ -87,6 +87,7 @@ def test_predictions_agree_with_gpflow_svgp_at_the_same_q(rng, whiten):
             np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("whiten", [True, False])
 @pytest.mark.parametrize("rho", [1.0, 0.3])
 def test_step_agrees_with_gpflow_natural_gradient_per_class(rng, whiten, rho):

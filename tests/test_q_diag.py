@@ -39,6 +39,7 @@ def test_the_mean_field_has_the_reciprocal_precision_diagonal_and_kl_between_is_
     assert expected > 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("whiten", [True, False], ids=["whitened", "unwhitened"])
 @pytest.mark.parametrize("model_class", CLOSED_FORM, ids=lambda c: c.__name__)
 def test_a_step_stores_the_factorised_optimum_of_its_sites_and_returns_their_elbo_there(
@@ -101,6 +102,7 @@ def test_vi_concave_steps_reach_svgps_factorised_optimum_at_fixed_hyperparameter
     np.testing.assert_allclose(model.q_sqrt, svgp.q_sqrt, atol=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size", [None, 16], ids=["in memory", "batches"])
 @pytest.mark.parametrize("whiten", [True, False], ids=["whitened", "unwhitened"])
 def test_vi_concaves_factorised_gradient_is_svgps_at_its_q(data, whiten, batch_size):

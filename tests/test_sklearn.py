@@ -133,6 +133,7 @@ def test_clone_gives_an_unfitted_copy_with_the_same_parameters(binary) -> None:
     assert not hasattr(copy, "model_")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["VITaylor", "VIJJ", "KLCorrected", "PolyaGammaSVGP"])
 def test_every_binary_model_can_be_chosen(model, binary) -> None:
     classifier = GPClassifier(model=model, **SMALL).fit(*binary)

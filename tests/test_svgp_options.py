@@ -55,6 +55,7 @@ def test_the_model_layer_is_a_short_chain_on_svgp_with_no_metaclass_of_its_own(m
     assert type(model_class) is type(gpflow.models.SVGP)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_class", list(HOLDING), ids=lambda c: c.__name__)
 def test_the_data_first_spelling_builds_the_same_model_with_a_deprecation_warning(
     model_class, data

@@ -82,6 +82,7 @@ def test_fit_on_the_notebook_model_ends_at_svgps_elbo(notebook_data, svgp_elbo):
     assert abs(ours - svgp_elbo) < 0.01, (ours, svgp_elbo)
 
 
+@pytest.mark.slow
 def test_the_loss_that_scipy_reads_has_the_gradient_of_its_values(notebook_data):
     """
     Each full-data ``training_loss`` takes steps until q(u) settles at the θ it is given, so the
@@ -134,6 +135,7 @@ def _compiled_with_unknown_shapes(model):
     return tf.function(lambda data: model.elbo(data), input_signature=[(spec, spec)])
 
 
+@pytest.mark.slow
 def test_multiclass_loss_compiled_with_unknown_shapes_trains(notebook_data):
     """A loss traced with no static shapes runs, and Scipy's compiled run on it converges."""
     X, Y = notebook_data
