@@ -20,9 +20,7 @@ from ..gaussian import (
     natural_parameters,
     natural_step,
     q_from_natural,
-    shift_sites,
     site_target,
-    statistics_from_projection,
 )
 from ..model_checks import check_log_concave, check_scalar_likelihood
 from ..sites.expectation import expectation_sites, expected_log_softmax_gradient
@@ -53,9 +51,10 @@ three steps L-BFGS-B read a loss that the steps were still lowering, ended ``ABN
 0.06 nats a point below SVGP's ELBO."""
 
 
-Evaluation = Tuple[tf.Tensor, SiteStatistics, Any]
+Evaluation = Tuple[tf.Tensor, Optional[SiteStatistics], Any]
 """What one pass of :class:`VIConcave`'s steps gives of a q(v): its ELBO, its sites' statistics,
-and (in memory) the sites themselves."""
+and (in memory) the sites themselves. In memory the statistics are ``None``: the steps form them
+from the sites only for a q(v) they step on from (:meth:`VIConcave._ascend`)."""
 
 
 class Fallback(NamedTuple):
@@ -82,7 +81,7 @@ class Fallback(NamedTuple):
     start is the stored q(u) itself, and a sum's rounding must not decide); ``+inf`` if no loss
     was recorded, or if q(u) was set from outside since: the fallback is then always
     evaluated."""
-    known: Optional[Tuple[tf.Tensor, Callable[[], Evaluation]]]
+    known: Optional[Tuple[tf.Tensor, Callable[[], Tuple[tf.Tensor, SiteStatistics, Any]]]]
     """(whether, evaluation): where that holds, the fallback's evaluation, computed without a
     pass, which the first start must then beat."""
 
@@ -252,22 +251,27 @@ class VIConcave(GaussianSitesModel):
     # ----------------------------------------------------------------------------------------------
     # The steps.
 
-    def _expectation_and_statistics(
+    def _expectation_and_sites(
         self, X: tf.Tensor, Y: tf.Tensor, projection: Any, *q: tf.Tensor
-    ) -> Tuple[tf.Tensor, SiteStatistics, Sites]:
+    ) -> Tuple[tf.Tensor, Sites]:
         """
         Σᵢ fᵦ at the marginals of q(v), given as its tensors ``q`` = (m, R), at the points X
-        (whose ``projection`` is given), the statistics of the sites there and the sites
-        themselves (on f): one pass gives the ELBO of q, the step from it, and the objective's
-        gradient in θ at it.
+        (whose ``projection`` is given), and the sites there (on f): one pass gives the ELBO of
+        q, and the sites give the step from it and the objective's gradient in θ at it.
         """
         Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, WhitenedQ(*q))
-        mean = self.mean_function(X)
-        Fmu = Gmu + mean
+        Fmu = Gmu + self.mean_function(X)
         sites = self.local_sites(X, Y, Fmu, Fvar)
         total = tf.reduce_sum(expected_sites(sites, Fmu, Fvar))  # = Σ fᵦ: the sites touch it
-        stats = statistics_from_projection(projection, shift_sites(sites, mean))
-        return total, stats, sites
+        return total, sites
+
+    def _expectation_and_statistics(
+        self, X: tf.Tensor, Y: tf.Tensor, projection: Any, *q: tf.Tensor
+    ) -> Tuple[tf.Tensor, SiteStatistics]:
+        """Σᵢ fᵦ as :meth:`_expectation_and_sites` gives it, and the statistics of the sites: a
+        batch of a stream, which keeps no sites."""
+        total, sites = self._expectation_and_sites(X, Y, projection, *q)
+        return total, self._site_statistics(X, Y, projection, self._site_rule, tuple(sites))
 
     def _expected_total(
         self,
@@ -387,16 +391,21 @@ class VIConcave(GaussianSitesModel):
 
         def evaluate(q: WhitenedQ) -> Evaluation:
             """
-            The ELBO of q(v), its sites' statistics, and in memory the sites themselves (a
-            stream keeps nothing per point).
+            The ELBO of q(v) and, in memory, its sites; a stream, which keeps nothing per point,
+            gives the sites' statistics from the same pass instead.
             """
             if in_memory:
-                total, stats, kept = over_data(self._expectation_and_statistics, q, False)
-            else:
-                summed = lambda *rows: self._expectation_and_statistics(*rows)[:2]  # noqa: E731
-                (total, stats), kept = over_data(summed, q, False), ()
-            elbo = tf.stop_gradient(total - kl_to_prior(q))
-            return elbo, nest_stop_gradient(stats), nest_stop_gradient(kept)
+                total, sites = over_data(self._expectation_and_sites, q, False)
+                return tf.stop_gradient(total - kl_to_prior(q)), None, nest_stop_gradient(sites)
+            total, stats = over_data(self._expectation_and_statistics, q, False)
+            return tf.stop_gradient(total - kl_to_prior(q)), nest_stop_gradient(stats), ()
+
+        def statistics(sites: Sites) -> SiteStatistics:
+            """In memory, the statistics of the sites a pass kept, at this θ."""
+            held = nest_stop_gradient(projection)
+            return nest_stop_gradient(
+                self._site_statistics(data[0], data[1], held, self._site_rule, tuple(sites))
+            )
 
         if from_sites:
             # The first step: the optimal q(u), at this θ, for the sites of the stored q(u) where
@@ -452,7 +461,9 @@ class VIConcave(GaussianSitesModel):
             tf.zeros([tf.shape(data[1])[0], self.num_latent_gps], L.dtype) if in_memory else None
         )
         nothing_kept = Sites(zeros, zeros, zeros) if in_memory else ()
-        q, kept = self._ascend(L, start, steps, evaluate, nothing_kept, fallback, settled)
+        q, kept = self._ascend(
+            L, start, steps, evaluate, statistics, nothing_kept, fallback, settled
+        )
         sites = kept if in_memory else None
         # In memory, the sites of the q(u) reached are those of the loop's last pass.
         per_rows = (
@@ -486,7 +497,7 @@ class VIConcave(GaussianSitesModel):
         q: WhitenedQ,
         stats: SiteStatistics,
         sites: Tuple[tf.Tensor, ...],
-    ) -> Evaluation:
+    ) -> Tuple[tf.Tensor, SiteStatistics, Any]:
         """
         What a pass would give for q(v) whose sites at this θ are known (``sites``, with their
         ``stats`` at the ``projection`` of the points X in memory): its ELBO, Σᵢ of the sites'
@@ -504,6 +515,7 @@ class VIConcave(GaussianSitesModel):
         start: WhitenedQ,
         num_updates: int,
         evaluate: Callable[[WhitenedQ], Evaluation],
+        statistics: Callable[[Any], SiteStatistics],
         held: Any,
         fallback: Optional[Fallback] = None,
         settled: Optional[float] = None,
@@ -516,7 +528,10 @@ class VIConcave(GaussianSitesModel):
 
         One loop, one pass over the data (``evaluate``: the ELBO of a q, its sites' statistics,
         and whatever else the caller keeps of the pass) per turn, so that the pass is traced
-        once. The first turn evaluates ``start``; the next the fallback, unless its evaluation
+        once. Where a pass keeps the sites and gives no statistics (the data in memory),
+        ``statistics`` forms them from what it kept, only for a q taken that a later turn steps
+        on from: an N·M² product per latent function saved on every trial not taken and on the
+        last step. The first turn evaluates ``start``; the next the fallback, unless its evaluation
         is known (:attr:`Fallback.known`) or ``start`` reached :attr:`Fallback.sufficient`, and
         keeps the start of higher ELBO (``start`` in a tie within :data:`ROUND_OFF`). Every
         later turn evaluates a step from the q last taken, by ρ = 2⁻ʰ after h halvings, towards
@@ -557,7 +572,7 @@ class VIConcave(GaussianSitesModel):
                 lambda: tf.nest.map_structure(lambda t: t[steps - first], candidates),
                 lambda: trial(q, target, halvings),
             )
-            elbo_try, stats, held_try = evaluate(q_try)
+            elbo_try, stats_try, held_try = evaluate(q_try)
             tolerance = ROUND_OFF * tf.maximum(one, tf.abs(elbo))
             taken = elbo_try >= elbo - tolerance
             if fallback is not None:
@@ -578,7 +593,16 @@ class VIConcave(GaussianSitesModel):
             steps = tf.where(moved_on, steps + advance, tf.where(ended, num_updates, steps))
             halvings = tf.where(moved_on, 0, halvings + 1)
             keep = lambda new, old: tf.where(taken, new, old)  # noqa: E731
-            target = tf.nest.map_structure(keep, site_target(stats, one), target)
+            if stats_try is None:
+                # The statistics of the sites kept, formed only where a later turn steps on from
+                # this q: a trial not taken, and the last step, need none.
+                target = tf.cond(
+                    taken & (steps < num_updates),
+                    lambda: site_target(statistics(held_try), one),
+                    lambda: target,
+                )
+            else:
+                target = tf.nest.map_structure(keep, site_target(stats_try, one), target)
             held = tf.nest.map_structure(keep, held_try, held)
             q = tf.nest.map_structure(keep, q_try, q)
             return steps, halvings, q, keep(elbo_try, elbo), target, held
