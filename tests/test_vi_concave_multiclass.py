@@ -195,6 +195,30 @@ def test_fit_learns_three_classes_as_gpflow_svgp_does(rng, tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
 
 
+def test_the_steps_form_site_statistics_only_for_a_q_they_step_on_from(rng, monkeypatch):
+    """With the data in memory a pass keeps its sites, and their statistics (an N·M² product per
+    latent function) are formed only for a q that a later step starts from: at most one per step
+    taken, however many trials were halved, and none for the q of the last step."""
+    from gpflow_fastvi.models import closed_form, vi_concave
+
+    formed = []
+    original = closed_form.statistics_from_projection
+
+    def counted(*args, **kwargs):
+        formed.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(closed_form, "statistics_from_projection", counted)
+    monkeypatch.setattr(vi_concave, "statistics_from_projection", counted, raising=False)
+    data = three_classes(rng, N=80)
+    model = make_model(data)
+    before = float(model.elbo(data))
+    steps = 4
+    after = float(model.update_sites(steps, data=data))
+    assert after > before  # the steps moved: they were not cut short
+    assert 1 <= len(formed) <= steps  # the start's and those of the first steps - 1 taken
+
+
 @pytest.mark.slow
 def test_the_elbo_of_accepted_iterates_never_falls():
     """
