@@ -7,6 +7,8 @@ import tensorflow as tf
 
 from gpflow_fastvi.gaussian import (
     collapsed_factors,
+    expected_sites,
+    expected_sites_from_statistics,
     kl_to_prior,
     marginals,
     natural_gradient_parameters,
@@ -22,6 +24,7 @@ from gpflow_fastvi.gaussian import (
     whitened_q,
 )
 from gpflow_fastvi.sites import jj_optimal_xi, jj_sites
+from gpflow_fastvi.types import Sites
 
 
 def random_q(rng, M, latent=1):
@@ -70,6 +73,39 @@ def test_marginals_and_kl_match_gpflow(rng, whiten, latent):
     np.testing.assert_allclose(Gvar, Fvar, rtol=1e-8, atol=1e-10)
     kl = gpflow.kullback_leiblers.prior_kl(iv, kernel, q_mu, q_sqrt, whiten=whiten)
     np.testing.assert_allclose(kl_to_prior(q), kl, rtol=1e-9)
+
+
+@pytest.mark.parametrize("latent", [1, 3])
+def test_expected_sites_from_statistics_match_the_marginals_in_value_and_gradient(rng, latent):
+    """
+    Σᵢ Σ_l E_q[sites] read off the statistics (mean shift included) is the sum at the marginals,
+    and its gradient in the kernel and Z, through the statistics' hand-written gradient, is the
+    one autodiff takes through A = L⁻¹ Kmn and the marginals.
+    """
+    X, _, kernel, iv, _, _, _ = problem(rng)
+    N = X.shape[0]
+    q_mu, q_sqrt = random_q(rng, 7, latent)
+    a, b = (tf.constant(rng.standard_normal((N, latent))) for _ in range(2))
+    w = tf.constant(rng.uniform(-0.2, 1.5, (N, latent)))  # any sign: a sum of quadratics
+    prior_mean = tf.constant(rng.standard_normal((N, 1)))
+    variables = kernel.trainable_variables + iv.trainable_variables
+
+    def both():
+        L = robust_cholesky(gpflow.covariances.Kuu(iv, kernel))
+        projection = whitened_projection(kernel, iv, tf.constant(X), L)
+        q = whitened_q(q_mu, q_sqrt, L, True)
+        Gmu, Gvar = marginals(projection.A, projection.Ktilde_diag, q)
+        at_marginals = tf.reduce_sum(expected_sites(Sites(a, b, w), Gmu + prior_mean, Gvar))
+        stats = statistics_from_projection(projection, shift_sites(Sites(a, b, w), prior_mean))
+        return at_marginals, expected_sites_from_statistics(stats, q)
+
+    with tf.GradientTape(persistent=True) as tape:
+        at_marginals, from_statistics = both()
+    np.testing.assert_allclose(from_statistics, at_marginals, rtol=1e-10)
+    for by_hand, autodiff in zip(
+        tape.gradient(from_statistics, variables), tape.gradient(at_marginals, variables)
+    ):
+        np.testing.assert_allclose(by_hand, autodiff, rtol=1e-8, atol=1e-10)
 
 
 @pytest.mark.parametrize("latent", [1, 3])

@@ -205,6 +205,36 @@ def expected_sites(sites: Sites, Fmu: tf.Tensor, Fvar: tf.Tensor) -> tf.Tensor:
     return sites.a + sites.b * Fmu - 0.5 * sites.w * (tf.square(Fmu) + Fvar)
 
 
+@check_shapes(
+    "stats.AWAt: [L, M, M]",
+    "stats.Ab: [M, L]",
+    "stats.sum_a: []",
+    "stats.trace: []",
+    "q.m: [M, L]",
+    "q.R: [L, M, M]",
+    "return: []",
+)
+def expected_sites_from_statistics(stats: SiteStatistics, q: WhitenedQ) -> tf.Tensor:
+    """
+    Σᵢ Σ_l E_q[a_il + b_il g_il − w_il g_il²/2] under q(v_l) = N(m_l, R_l R_lᵀ), read off the
+    sites' statistics (sites on the zero-mean g, :func:`~gpflow_fastvi.gaussian.statistics.shift_sites`):
+    with E[g_il] = aᵢᵀ m_l and Var[g_il] = K̃ᵢᵢ + ‖R_lᵀ aᵢ‖²,
+
+        Σ a + Σ_l m_lᵀ (A b_l) − ½ Σ_l [m_lᵀ (A W_l Aᵀ) m_l + tr(R_lᵀ (A W_l Aᵀ) R_l)] − ½ Σᵢ Σ_l w_il K̃ᵢᵢ.
+
+    The same number as :func:`expected_sites` summed at :func:`marginals`; reached through the
+    statistics, its gradient in the kernel and Z is their hand-written one
+    (:func:`~gpflow_fastvi.gaussian.statistics.statistics_from_projection`), with no pass back
+    through A = L⁻¹ Kmn and the marginals. M³ per latent function once the statistics are formed.
+    """
+    P = stats.AWAt
+    m = latent_batch(q.m)  #                                                              [L, M, 1]
+    quadratic = tf.reduce_sum(m * tf.linalg.matmul(P, m)) + tf.reduce_sum(
+        q.R * tf.linalg.matmul(P, q.R)
+    )
+    return stats.sum_a + tf.reduce_sum(q.m * stats.Ab) - 0.5 * (quadratic + stats.trace)
+
+
 LocalSites = Callable[[tf.Tensor, tf.Tensor], Sites]
 """(Fmu, Fvar) ↦ the sites on f of a batch, with local parameters optimal for q(f) = N(Fmu, Fvar);
 all three [N, L], one column per latent function."""

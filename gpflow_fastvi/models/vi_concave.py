@@ -14,6 +14,7 @@ from ..gaussian import (
     WhitenedQ,
     centred_q,
     expected_sites,
+    expected_sites_from_statistics,
     kl_to_prior,
     marginals,
     mixing,
@@ -286,15 +287,22 @@ class VIConcave(GaussianSitesModel):
         X (``projection`` given), as the expectation of the sites there (``sites``, or read at the
         marginals held fixed): they touch fᵦ to first order in the marginals, so it has fᵦ's value
         and gradient in the kernel, inducing inputs and mean function without differentiating
-        the quadrature.
+        the quadrature. The expectation is read off the sites' statistics
+        (:func:`~gpflow_fastvi.gaussian.expected_sites_from_statistics`), whose gradient is
+        written by hand: on ijcnn1 (N = 49,990, M = 100) the backward pass through the marginals
+        and A = L⁻¹ Kmn was over half of an evaluation.
         """
-        Gmu, Fvar = marginals(projection.A, projection.Ktilde_diag, WhitenedQ(*q))
-        Fmu = Gmu + self.mean_function(X)
-        held_Fmu, held_Fvar = tf.stop_gradient(Fmu), tf.stop_gradient(Fvar)
+        # fᵦ's own gradient in the likelihood's parameters and in a mixing W (below).
+        own_gradient = bool(self.likelihood.trainable_variables) or mixing(self.kernel) is not None
+        if sites is None or own_gradient:
+            held_Fmu, held_Fvar = self._held_marginals(X, projection, q)
         if sites is None:
             sites = self.local_sites(X, Y, held_Fmu, held_Fvar)
-        total = tf.reduce_sum(expected_sites(nest_stop_gradient(sites), Fmu, Fvar))
-        if not self.likelihood.trainable_variables and mixing(self.kernel) is None:
+        stats = self._site_statistics(
+            X, Y, projection, self._site_rule, tuple(nest_stop_gradient(sites))
+        )
+        total = expected_sites_from_statistics(stats, WhitenedQ(*q))
+        if not own_gradient:
             return total
         # The sites carry fᵦ's gradient in the marginals only; its gradient in the likelihood's
         # own parameters (a Gaussian's variance) and in the W that mixes the latent functions
