@@ -289,8 +289,8 @@ class VIConcave(GaussianSitesModel):
         and gradient in the kernel, inducing inputs and mean function without differentiating
         the quadrature. The expectation is read off the sites' statistics
         (:func:`~gpflow_fastvi.gaussian.expected_sites_from_statistics`), whose gradient is
-        written by hand: on ijcnn1 (N = 49,990, M = 100) the backward pass through the marginals
-        and A = L⁻¹ Kmn was over half of an evaluation.
+        written by hand: two N·M² products fewer than autodiff's way back through the marginals
+        and A = L⁻¹ Kmn (a fit on ijcnn1, N = 49,990, M = 100: 55 s against 66 s).
         """
         # fᵦ's own gradient in the likelihood's parameters and in a mixing W (below).
         own_gradient = bool(self.likelihood.trainable_variables) or mixing(self.kernel) is not None
