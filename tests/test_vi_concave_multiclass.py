@@ -221,36 +221,6 @@ def test_the_steps_form_site_statistics_only_for_a_q_they_step_on_from(rng, monk
     assert 2 <= len(formed) <= steps + 1
 
 
-def test_a_step_begins_at_the_size_the_last_step_took(rng, monkeypatch):
-    """Each trial's ρ, in order: a trial half the size of the one before follows a refusal; any
-    other follows a step taken, and begins at the ρ that step took where it was taken after a
-    halving, and at twice that (at most 1) where it was taken at its first size. The softmax
-    refuses ρ = 1 often enough here for both cases to occur."""
-    from gpflow_fastvi.models import vi_concave
-
-    sizes = []
-    original = vi_concave.natural_step
-
-    def recorded(natural, target, rho):
-        sizes.append(float(rho))
-        return original(natural, target, rho)
-
-    monkeypatch.setattr(vi_concave, "natural_step", recorded)
-    data = three_classes(rng, N=80)
-    model = make_model(data)
-    model.kernel.variance.assign(30.0)  # a prior variance at which ρ = 1 overshoots
-    model.update_sites(12, data=data)
-    after_a_halving = 0
-    for i in range(1, len(sizes)):
-        previous, size = sizes[i - 1], sizes[i]
-        if size == previous / 2:  # the previous trial was refused
-            continue
-        halved_into = i >= 2 and previous == sizes[i - 2] / 2
-        after_a_halving += halved_into
-        assert size == (previous if halved_into else min(2 * previous, 1.0)), sizes
-    assert after_a_halving >= 1, sizes
-
-
 @pytest.mark.slow
 def test_the_elbo_of_accepted_iterates_never_falls():
     """

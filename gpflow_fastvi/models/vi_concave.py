@@ -31,8 +31,8 @@ from .base import PERSISTENT_ROUTE, GaussianSitesModel
 from .site_model import SITES
 
 MAX_HALVINGS = 12
-"""The most halvings of a step's size ρ (down to 2⁻¹²) in :class:`VIConcave`'s search for one that
-does not lower the ELBO; if none does, q(u) stays where it is and the steps end."""
+"""The most times a step of :class:`VIConcave` halves its size ρ (from 1 down to 2⁻¹²) looking for
+one that does not lower the ELBO; if none does, q(u) stays where it is and the steps end."""
 
 ROUND_OFF = 1e-10
 """A step is taken if it lowers the ELBO by at most this much relative to max(1, |ELBO|): by no
@@ -103,9 +103,8 @@ class VIConcave(GaussianSitesModel):
     log-concave likelihood. Here that fixed point is reached on the shared core: the sites are
     those of :mod:`gpflow_fastvi.sites.expectation` (w = −2 ∂fᵦ/∂v, b = ∂fᵦ/∂m + w m at the current
     marginals), and a step moves the natural parameters of q(u) towards the closed-form optimum
-    for them by ρ, halving ρ until the ELBO does not fall (ρ = 1 is the paper's fixed-point
-    update, and the conjugate-computation step of Khan & Lin; a step begins at the ρ the one
-    before it took, or twice that where that one took its first ρ, at most 1). The steps are
+    for them by ρ, trying ρ = 1, ½, ¼, … until the ELBO does not fall (ρ = 1 is the paper's
+    fixed-point update, and the conjugate-computation step of Khan & Lin). The steps are
     natural-gradient steps on the ELBO, so a small enough ρ always raises it: the bound never
     falls, and at the fixed point q(u) is the optimum of the standard ELBO itself — the q(u) that
     :class:`gpflow.models.SVGP` reaches when trained to convergence, with no learning rate.
@@ -350,8 +349,8 @@ class VIConcave(GaussianSitesModel):
     ) -> SteppedSites:
         """
         At most ``num_updates`` steps from the stored q(u) itself (:meth:`update_sites`, the
-        full-data ``training_loss``), each by the first ρ of its halvings that does not lower the
-        ELBO (:meth:`_ascend`), ending once one raised it by no more than :data:`SETTLED`.
+        full-data ``training_loss``), each by the largest ρ of 1, ½, ¼, … that does not lower the
+        ELBO, ending once one raised it by no more than :data:`SETTLED`.
         """
         return self._ascent(data, num_updates, site_parameters, settled=SETTLED)
 
@@ -365,7 +364,7 @@ class VIConcave(GaussianSitesModel):
     ) -> SteppedSites:
         """
         ``num_updates`` steps, each from the sites at the marginals of the q(u) it starts from
-        towards their optimal q(u), by the first ρ of its halvings that does not lower the ELBO;
+        towards their optimal q(u), by the largest ρ of 1, ½, ¼, … that does not lower the ELBO;
         the objective is the ELBO at the q(u) reached, differentiable in θ with that q(u)
         (whitened) held fixed.
 
@@ -543,19 +542,15 @@ class VIConcave(GaussianSitesModel):
         last step. The first turn evaluates ``start``; the next the fallback, unless its evaluation
         is known (:attr:`Fallback.known`) or ``start`` reached :attr:`Fallback.sufficient`, and
         keeps the start of higher ELBO (``start`` in a tie within :data:`ROUND_OFF`). Every
-        later turn evaluates a step from the q last taken, by ρ = 2⁻ʰ, towards the optimal q for
-        that q's sites (their natural parameters, the ``target``, batched over the latent
-        functions; one ρ for all of them, as the ELBO is one sum). A trial whose ELBO is not lower
-        (by more than :data:`ROUND_OFF`) is taken; otherwise ρ halves. The first step begins at
-        ρ = 1 and each later one at the ρ the step before took, or at twice that (at most 1) where
-        that step took the ρ it began at: where the softmax refuses ρ = 1 and takes ½, the next
-        step does not pay for the refusal again (a fit on digits, C = 10: 351 passes where
-        beginning every step at ρ = 1 took 411, 7 % less time), while steps that all take ρ = 1
-        (the binary sets of the benchmarks) are those of every step begun at ρ = 1. When
-        ρ = 2⁻ᴴ, H = :data:`MAX_HALVINGS`, is refused, the steps end where they are: every later
-        step would try the same directions from the same q. So the q returned has an ELBO at
-        least that of every start evaluated, to round-off. With ``settled``, a step taken that
-        raised the ELBO by no more than ``settled`` relative to max(1, |ELBO|) is the last.
+        later turn evaluates a step from the q last taken, by ρ = 2⁻ʰ after h halvings, towards
+        the optimal q for that q's sites (their natural parameters, the ``target``, batched over
+        the latent functions; one ρ for all of them, as the ELBO is one sum). A trial whose ELBO
+        is not lower (by more than :data:`ROUND_OFF`) is taken, and the next step starts at
+        ρ = 1; otherwise ρ halves. When :data:`MAX_HALVINGS` halvings find no such ρ, the steps
+        end where they are: every later step would try the same directions from the same q. So
+        the q returned has an ELBO at least that of every start evaluated, to round-off. With
+        ``settled``, a step taken that raised the ELBO by no more than ``settled`` relative to
+        max(1, |ELBO|) is the last.
         """
         one = tf.ones((), dtype=L.dtype)
         starts = [start] if fallback is None else [start, fallback.q]
@@ -573,7 +568,6 @@ class VIConcave(GaussianSitesModel):
 
         def turn(
             steps: tf.Tensor,
-            begun: tf.Tensor,
             halvings: tf.Tensor,
             q: WhitenedQ,
             elbo: tf.Tensor,
@@ -605,12 +599,7 @@ class VIConcave(GaussianSitesModel):
                 needless = fallback_known | (elbo_try >= fallback.sufficient)
                 advance = tf.where(tf.equal(steps, first) & needless, 2, 1)
             steps = tf.where(moved_on, steps + advance, tf.where(ended, num_updates, steps))
-            # A step taken at its first size: the next begins at twice that size (at most 1);
-            # one taken after halvings: the next begins at the size taken.
-            begins = tf.where(tf.equal(halvings, begun), tf.maximum(halvings - 1, 0), halvings)
-            begins = tf.where(is_start, 0, begins)
-            halvings = tf.where(moved_on, begins, halvings + 1)
-            begun = tf.where(moved_on, begins, begun)
+            halvings = tf.where(moved_on, 0, halvings + 1)
             keep = lambda new, old: tf.where(taken, new, old)  # noqa: E731
             if stats_try is None:
                 # The statistics of the sites kept, formed only where a later turn steps on from
@@ -624,7 +613,7 @@ class VIConcave(GaussianSitesModel):
                 target = tf.nest.map_structure(keep, site_target(stats_try, one), target)
             held = tf.nest.map_structure(keep, held_try, held)
             q = tf.nest.map_structure(keep, q_try, q)
-            return steps, begun, halvings, q, keep(elbo_try, elbo), target, held
+            return steps, halvings, q, keep(elbo_try, elbo), target, held
 
         # Before the first turn nothing is evaluated: ELBO −∞ (the first start is taken), unless
         # the fallback's evaluation is known, which the first start must then beat.
@@ -642,6 +631,6 @@ class VIConcave(GaussianSitesModel):
             q, elbo, target, held = tf.cond(
                 fallback_known, taken, lambda: (start, elbo, target, held)
             )
-        begin = (tf.constant(first), tf.constant(0), tf.constant(0), q, elbo, target, held)
-        _, _, _, q, _, _, held = tf.while_loop(lambda steps, *_: steps < num_updates, turn, begin)
+        begin = (tf.constant(first), tf.constant(0), q, elbo, target, held)
+        _, _, q, _, _, held = tf.while_loop(lambda steps, *_: steps < num_updates, turn, begin)
         return nest_stop_gradient(q), nest_stop_gradient(held)
