@@ -2,6 +2,8 @@
 
 import importlib
 
+import gpflow
+import numpy as np
 import pytest
 
 EXPERIMENTS = (
@@ -66,3 +68,35 @@ def test_concave_and_replicas_parse_lists_of_sets_and_of_sizes() -> None:
     assert args.errors == ("heart", "breast_cancer") and args.full is None
     args = replicas.build_parser().parse_args(["--n", "1e4,100000", "--svi-batches", ""])
     assert args.n == (10_000, 100_000) and args.svi_batches == ()
+
+
+def _three_class_svgp(likelihood: gpflow.likelihoods.Likelihood) -> gpflow.models.SVGP:
+    rng = np.random.default_rng(3)
+    model = gpflow.models.SVGP(
+        gpflow.kernels.SquaredExponential(),
+        likelihood,
+        rng.normal(size=(6, 2)),
+        num_latent_gps=3,
+    )
+    model.q_mu.assign(2.0 * rng.normal(size=(6, 3)))
+    return model
+
+
+def test_multiclass_readings_repeat_and_are_the_likelihood_s_expectation() -> None:
+    from experiments.multiclass import predicted_probabilities
+
+    model = _three_class_svgp(gpflow.likelihoods.Softmax(3))
+    X = np.random.default_rng(4).normal(size=(40, 2))
+    first = predicted_probabilities(model, X, block=16)
+    np.testing.assert_array_equal(first, predicted_probabilities(model, X, block=16))
+    np.testing.assert_allclose(first.sum(axis=1), 1.0, rtol=1e-12)
+    model.likelihood.num_monte_carlo_points = 200_000  # plain Monte Carlo, sd below 0.0012
+    np.testing.assert_allclose(first, model.predict_y(X)[0].numpy(), atol=0.006)
+
+
+def test_multiclass_readings_of_a_quadrature_likelihood_are_its_predict_y() -> None:
+    from experiments.multiclass import predicted_probabilities
+
+    model = _three_class_svgp(gpflow.likelihoods.MultiClass(3))
+    X = np.random.default_rng(4).normal(size=(10, 2))
+    np.testing.assert_array_equal(predicted_probabilities(model, X), model.predict_y(X)[0])
