@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import gpflow_fastvi as fv
-from gpflow_fastvi.models import vi_concave
+from gpflow_fastvi.gaussian import ascent
 from gpflow_fastvi.sites import expectation_sites
 
 from .conftest import make_binary_data
@@ -115,7 +115,7 @@ def test_halving_the_step_is_what_keeps_the_bound_from_falling(rng, monkeypatch)
         return fv.VIConcave(_kernel(), gpflow.likelihoods.Poisson(), Z, num_data=len(X))
 
     start = float(model().elbo((X, Y)))
-    monkeypatch.setattr(vi_concave, "MAX_HALVINGS", 0)  # ρ = 1 or no step at all
+    monkeypatch.setattr(ascent, "MAX_HALVINGS", 0)  # ρ = 1 or no step at all
     undamped = model()
     assert float(undamped.update_sites(1, data=(X, Y))) == pytest.approx(start)  # refused
     monkeypatch.undo()
@@ -312,7 +312,7 @@ def test_persistent_loss_does_not_jump_at_the_accepted_iterate():
     """
     The persistent route's loss at θ, from the kept sites of the last accepted iterate, is one
     continuous function of θ: at that iterate itself it is the limit of the loss beside it. The
-    stored q(u) is a candidate start by the same rule at every θ (``vi_concave.Fallback``); when
+    stored q(u) is a candidate start by the same rule at every θ (``gaussian.ascent.Fallback``); when
     it was one at the iterate's θ alone, the loss there differed from the loss beside it by 0.27
     nats at this iterate, and L-BFGS-B's line searches from such an iterate failed.
     """

@@ -1,7 +1,7 @@
 """VIConcave: the standard variational bound by convergent site steps (Khan, Mohamed & Murphy, 2012)."""
 
 import functools
-from typing import Any, Callable, NamedTuple, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import gpflow
 import numpy as np
@@ -10,7 +10,6 @@ from check_shapes import check_shapes, inherit_check_shapes
 from gpflow.base import RegressionData
 
 from ..gaussian import (
-    NaturalParameters,
     WhitenedQ,
     centred_q,
     expected_sites,
@@ -18,25 +17,16 @@ from ..gaussian import (
     kl_to_prior,
     marginals,
     mixing,
-    natural_parameters,
-    natural_step,
     q_from_natural,
     site_target,
 )
+from ..gaussian.ascent import ROUND_OFF, Evaluation, Fallback, ascend, nest_stop_gradient
 from ..model_checks import check_log_concave, check_scalar_likelihood
 from ..sites.expectation import expectation_sites, expected_log_softmax_gradient
 from ..types import Data, Sites, SiteStatistics, SteppedSites
 from ..validation import positive_int
 from .base import PERSISTENT_ROUTE, GaussianSitesModel
 from .site_model import SITES
-
-MAX_HALVINGS = 12
-"""The most times a step of :class:`VIConcave` halves its size ρ (from 1 down to 2⁻¹²) looking for
-one that does not lower the ELBO; if none does, q(u) stays where it is and the steps end."""
-
-ROUND_OFF = 1e-10
-"""A step is taken if it lowers the ELBO by at most this much relative to max(1, |ELBO|): by no
-more than the rounding of a sum over the data."""
 
 SETTLED = 1e-11
 """The steps of :meth:`VIConcave._closed_form_steps` (``training_loss``, ``update_sites``) end
@@ -50,46 +40,6 @@ LOSS_STEPS = 25
 (``MultiClass``, the kernel variance in the thousands) takes tens after each move of θ, and with
 three steps L-BFGS-B read a loss that the steps were still lowering, ended ``ABNORMAL`` and
 0.06 nats a point below SVGP's ELBO."""
-
-
-Evaluation = Tuple[tf.Tensor, Optional[SiteStatistics], Any]
-"""What one pass of :class:`VIConcave`'s steps gives of a q(v): its ELBO, its sites' statistics,
-and (in memory) the sites themselves. In memory the statistics are ``None``: the steps form them
-from the sites only for a q(v) they step on from (:meth:`VIConcave._ascend`)."""
-
-
-class Fallback(NamedTuple):
-    """
-    The stored q(u) as the second candidate start of :class:`VIConcave`'s steps from the sites
-    (:meth:`VIConcave._stepped_sites`, each evaluation of ``fit``'s persistent route): their
-    first candidate is the optimal q(u) for the sites of the stored q(u), a whole step, which
-    can lie below the stored q(u) where the steps settle slowly (C classes), and the steps go on
-    from the better of the two.
-
-    The fallback costs a pass, so it is evaluated only where it may be the better: where the
-    first start's loss is above the loss recorded where q(u) was set (the accepted iterate
-    L-BFGS-B measures its line search against). The rule is the same at every θ, that one
-    included: evaluated there alone, the stored q(u) made the loss jump at every accepted
-    iterate, by up to 0.27 nats on breast cancer (M = 100), and L-BFGS-B's line searches from
-    there failed (``ABNORMAL``) and started again with a fresh memory, at twice the evaluations.
-    """
-
-    q: WhitenedQ
-    """The stored q(u), whitened by this θ's factor."""
-    sufficient: tf.Tensor
-    """The ELBO at or above which the first start makes the fallback needless: that of the loss
-    recorded with the stored q(u), less :data:`ROUND_OFF` (at a fixed point of the steps the first
-    start is the stored q(u) itself, and a sum's rounding must not decide); ``+inf`` if no loss
-    was recorded, or if q(u) was set from outside since: the fallback is then always
-    evaluated."""
-    known: Optional[Tuple[tf.Tensor, Callable[[], Tuple[tf.Tensor, SiteStatistics, Any]]]]
-    """(whether, evaluation): where that holds, the fallback's evaluation, computed without a
-    pass, which the first start must then beat."""
-
-
-def nest_stop_gradient(structure: Any) -> Any:
-    """``tf.stop_gradient`` on every tensor of a nest (a projection, site statistics)."""
-    return tf.nest.map_structure(tf.stop_gradient, structure)
 
 
 class VIConcave(GaussianSitesModel):
@@ -432,10 +382,12 @@ class VIConcave(GaussianSitesModel):
             optimal = q_from_natural(site_target(nest_stop_gradient(stats), one))
             start = self._in_family(self._shift_removed(nest_stop_gradient(optimal)), L)
             # The stored q(u) is the fallback start, for where the sites' optimum, a whole step,
-            # lies below it (the steps settle slowly). Which of the two the steps go on from must
-            # not depend on whether θ is exactly the θ where q(u) was set: a loss that dropped
-            # there alone (an L-BFGS-B restart evaluates there) was discontinuous at every
-            # accepted iterate, and the line searches from it failed (:class:`Fallback`).
+            # lies below it (the steps settle slowly), evaluated only where the first start's
+            # loss is above the loss recorded where q(u) was set. Which of the two the steps go
+            # on from must not depend on whether θ is exactly that θ: evaluated there alone (an
+            # L-BFGS-B restart evaluates there), the stored q(u) made the loss jump at every
+            # accepted iterate, by up to 0.27 nats on breast cancer (M = 100), and the line
+            # searches from there failed and started again, at twice the evaluations.
             frame = self._q_frame
             own_frame = frame.belongs_to(self.q_mu, self.q_sqrt)
             recorded = own_frame & tf.math.is_finite(frame.loss)
@@ -469,8 +421,15 @@ class VIConcave(GaussianSitesModel):
             tf.zeros([tf.shape(data[1])[0], self.num_latent_gps], L.dtype) if in_memory else None
         )
         nothing_kept = Sites(zeros, zeros, zeros) if in_memory else ()
-        q, kept = self._ascend(
-            L, start, steps, evaluate, statistics, nothing_kept, fallback, settled
+        q, kept = ascend(
+            start,
+            steps,
+            evaluate,
+            statistics,
+            nothing_kept,
+            lambda q: self._in_family(self._shift_removed(q), L),
+            fallback,
+            settled,
         )
         sites = kept if in_memory else None
         # In memory, the sites of the q(u) reached are those of the loop's last pass.
@@ -516,121 +475,3 @@ class VIConcave(GaussianSitesModel):
         total = tf.reduce_sum(expected_sites(held, *self._held_marginals(X, projection, q)))
         elbo = tf.stop_gradient(total - kl_to_prior(q))
         return elbo, nest_stop_gradient(stats), nest_stop_gradient(held)
-
-    def _ascend(
-        self,
-        L: tf.Tensor,
-        start: WhitenedQ,
-        num_updates: int,
-        evaluate: Callable[[WhitenedQ], Evaluation],
-        statistics: Callable[[Any], SiteStatistics],
-        held: Any,
-        fallback: Optional[Fallback] = None,
-        settled: Optional[float] = None,
-    ) -> Tuple[WhitenedQ, Any]:
-        """
-        ``num_updates`` steps from the better of ``start`` and, where it is needed, the
-        ``fallback`` start (each q(v) whitened by ``L``, one N(m_l, R_l R_lᵀ) per latent
-        function, as one batch); returns the q(v) reached and what ``evaluate`` gave with it
-        (``held`` is its shape before the first turn), held fixed for the gradient.
-
-        One loop, one pass over the data (``evaluate``: the ELBO of a q, its sites' statistics,
-        and whatever else the caller keeps of the pass) per turn, so that the pass is traced
-        once. Where a pass keeps the sites and gives no statistics (the data in memory),
-        ``statistics`` forms them from what it kept, only for a q taken that a later turn steps
-        on from: an N·M² product per latent function saved on every trial not taken and on the
-        last step. The first turn evaluates ``start``; the next the fallback, unless its evaluation
-        is known (:attr:`Fallback.known`) or ``start`` reached :attr:`Fallback.sufficient`, and
-        keeps the start of higher ELBO (``start`` in a tie within :data:`ROUND_OFF`). Every
-        later turn evaluates a step from the q last taken, by ρ = 2⁻ʰ after h halvings, towards
-        the optimal q for that q's sites (their natural parameters, the ``target``, batched over
-        the latent functions; one ρ for all of them, as the ELBO is one sum). A trial whose ELBO
-        is not lower (by more than :data:`ROUND_OFF`) is taken, and the next step starts at
-        ρ = 1; otherwise ρ halves. When :data:`MAX_HALVINGS` halvings find no such ρ, the steps
-        end where they are: every later step would try the same directions from the same q. So
-        the q returned has an ELBO at least that of every start evaluated, to round-off. With
-        ``settled``, a step taken that raised the ELBO by no more than ``settled`` relative to
-        max(1, |ELBO|) is the last.
-        """
-        one = tf.ones((), dtype=L.dtype)
-        starts = [start] if fallback is None else [start, fallback.q]
-        candidates = tf.nest.map_structure(lambda *ts: tf.stack(ts), *starts)
-        first = -len(starts)  # the turns before the steps, one per start
-        known = None if fallback is None else fallback.known
-        # Whether the fallback's evaluation is known before the first turn: its turn is then
-        # skipped, as where the first start's ELBO reaches ``sufficient``.
-        fallback_known = tf.constant(False) if known is None else known[0]
-
-        def trial(q: WhitenedQ, target: NaturalParameters, halvings: tf.Tensor) -> WhitenedQ:
-            rho = tf.pow(0.5 * one, tf.cast(halvings, L.dtype))
-            natural = natural_step(natural_parameters(q), target, rho)
-            return self._in_family(self._shift_removed(q_from_natural(natural)), L)
-
-        def turn(
-            steps: tf.Tensor,
-            halvings: tf.Tensor,
-            q: WhitenedQ,
-            elbo: tf.Tensor,
-            target: NaturalParameters,
-            held: Any,
-        ) -> Any:
-            is_start = steps < 0
-            q_try = tf.cond(
-                is_start,
-                lambda: tf.nest.map_structure(lambda t: t[steps - first], candidates),
-                lambda: trial(q, target, halvings),
-            )
-            elbo_try, stats_try, held_try = evaluate(q_try)
-            tolerance = ROUND_OFF * tf.maximum(one, tf.abs(elbo))
-            taken = elbo_try >= elbo - tolerance
-            if fallback is not None:
-                # The fallback replaces the first start only where it is better beyond round-off:
-                # in a tie the first start stays, as where the fallback's evaluation is known
-                # and the first start is the one that must beat it.
-                beats = elbo_try > elbo + tolerance
-                taken = tf.where(tf.equal(steps, first + 1), beats, taken)
-            ended = ~taken & (halvings >= MAX_HALVINGS)  # stuck: no ρ raises the ELBO
-            if settled is not None:  # a step taken that barely raised the ELBO is the last
-                gain = elbo_try - elbo
-                ended |= taken & ~is_start & (gain <= settled * tf.maximum(one, tf.abs(elbo)))
-            moved_on = (taken | is_start) & ~ended  # every start is evaluated once, taken or not
-            advance = 1
-            if fallback is not None:
-                needless = fallback_known | (elbo_try >= fallback.sufficient)
-                advance = tf.where(tf.equal(steps, first) & needless, 2, 1)
-            steps = tf.where(moved_on, steps + advance, tf.where(ended, num_updates, steps))
-            halvings = tf.where(moved_on, 0, halvings + 1)
-            keep = lambda new, old: tf.where(taken, new, old)  # noqa: E731
-            if stats_try is None:
-                # The statistics of the sites kept, formed only where a later turn steps on from
-                # this q: a trial not taken, and the last step, need none.
-                target = tf.cond(
-                    taken & (steps < num_updates),
-                    lambda: site_target(statistics(held_try), one),
-                    lambda: target,
-                )
-            else:
-                target = tf.nest.map_structure(keep, site_target(stats_try, one), target)
-            held = tf.nest.map_structure(keep, held_try, held)
-            q = tf.nest.map_structure(keep, q_try, q)
-            return steps, halvings, q, keep(elbo_try, elbo), target, held
-
-        # Before the first turn nothing is evaluated: ELBO −∞ (the first start is taken), unless
-        # the fallback's evaluation is known, which the first start must then beat.
-        q = start
-        not_yet = NaturalParameters(eta1=tf.zeros_like(q.m), precision=tf.zeros_like(q.R))
-        elbo = tf.constant(-np.inf, L.dtype)
-        target = not_yet
-        if fallback is not None and known is not None:
-            evaluation = known[1]
-
-            def taken() -> Any:
-                known_elbo, stats, known_held = evaluation()
-                return fallback.q, known_elbo, site_target(stats, one), known_held
-
-            q, elbo, target, held = tf.cond(
-                fallback_known, taken, lambda: (start, elbo, target, held)
-            )
-        begin = (tf.constant(first), tf.constant(0), q, elbo, target, held)
-        _, _, q, _, _, held = tf.while_loop(lambda steps, *_: steps < num_updates, turn, begin)
-        return nest_stop_gradient(q), nest_stop_gradient(held)
