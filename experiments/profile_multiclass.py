@@ -7,7 +7,8 @@ fixed, an ARD squared-exponential kernel at √D), :class:`~gpflow_fastvi.VIConc
 :class:`~gpflow_fastvi.VITaylor` with GPflow's ``Softmax(C)`` and ``num_latent_gps=C``, and the
 same models with one latent function on the binary task "class 0 against the rest". For each it
 compiles what an L-BFGS-B evaluation of :func:`~gpflow_fastvi.fit`'s persistent route runs
-(``stepped_sites(n_upd=3)`` from held site parameters, with its θ-gradient) and reports:
+(``_stepped_sites(n_upd=3)`` from held site parameters, with its θ-gradient:
+:func:`evaluation`) and reports:
 
 - ``trace``: building that function's graph (``get_concrete_function``);
 - ``first call``: the first call beyond a later one (graph optimisation, kernel set-up);
@@ -23,7 +24,7 @@ Prints a Markdown table.
 
 import argparse
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import gpflow
 import numpy as np
@@ -39,11 +40,17 @@ REPEATS = 5
 N_UPD = 3
 
 
-def evaluation_seconds(model: fv.VIConcave, X: np.ndarray, Y: np.ndarray) -> Dict[str, float]:
-    """Trace, first-call and median seconds of one persistent-route evaluation of ``model``."""
-    data = (tf.constant(X), tf.constant(Y))
+def evaluation(model: fv.VIConcave, X: np.ndarray, Y: np.ndarray) -> Callable[[], tf.Tensor]:
+    """
+    One persistent-route evaluation of ``model`` on (X, Y), as fit's L-BFGS-B asks for it
+    (:class:`~gpflow_fastvi.training.persistent.PersistentRun`): the objective after ``N_UPD``
+    closed-form site steps from the site parameters of the last accepted iterate, with its
+    θ-gradient (added at zero weight, so that it is computed). The sites are stepped once first,
+    and their parameters kept.
+    """
+    data = model._passes.checked_training_data((X, Y))
     model.update_sites(1, data=data)
-    accepted = model._site_parameters(data) if model.steps_from_site_parameters else None
+    accepted = model._site_parameters(data)  # kept between evaluations, as fit keeps them
     variables = list(model.trainable_variables)
 
     def run() -> tf.Tensor:
@@ -52,7 +59,13 @@ def evaluation_seconds(model: fv.VIConcave, X: np.ndarray, Y: np.ndarray) -> Dic
         gradients = tape.gradient(value, variables)
         return value + 0.0 * tf.add_n([tf.reduce_sum(g) for g in gradients])
 
-    graph = tf.function(run, autograph=False)
+    return run
+
+
+def evaluation_seconds(model: fv.VIConcave, X: np.ndarray, Y: np.ndarray) -> Dict[str, float]:
+    """Trace, first-call and median seconds of one persistent-route evaluation of ``model``
+    (:func:`evaluation`), compiled."""
+    graph = tf.function(evaluation(model, X, Y), autograph=False)
     start = time.perf_counter()
     graph.get_concrete_function()
     trace = time.perf_counter() - start

@@ -36,9 +36,11 @@ def _model(X: np.ndarray, m: int) -> VIJJ:
 
 def _unchecked(model: VIJJ) -> VIJJ:
     """``model`` with the stream's structure checked as before the checks existed, and nothing
-    else: no per-batch values, no row count."""
+    else: no per-batch values, no row count. It replaces the two methods of the passes that
+    check: ``_checked_pass_stream``, which ``training_data`` calls on a stream, and
+    ``sum_over_data``, which counts a stream's rows."""
     passes = model._passes
-    passes.checked_pass_stream = checked_dataset  # type: ignore[method-assign]
+    passes._checked_pass_stream = checked_dataset  # type: ignore[method-assign]
     passes.sum_over_data = passes._sum_on_devices  # type: ignore[method-assign]
     return model
 
