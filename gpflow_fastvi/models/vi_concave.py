@@ -277,8 +277,9 @@ class VIConcave(GaussianSitesModel):
         usually carry over a change of θ better than the whitened q(u) does, but that whole step
         can lower the ELBO where the steps settle slowly (C classes), so where its loss is above
         the loss recorded with the stored q(u) the stored q(u) is evaluated too, and the steps go
-        on from the better of the two (:class:`Fallback`): at the θ where q(u) was set the
-        objective is never below the ELBO of the stored q(u), and the loss is continuous there.
+        on from the better of the two (:class:`~gpflow_fastvi.gaussian.ascent.Fallback`): at the θ
+        where q(u) was set the objective is never below the ELBO of the stored q(u), and the loss
+        is continuous there.
         The later steps are :meth:`update_sites`'s, halved until the ELBO does not fall.
         """
         return self._ascent(self._passes.training_data(data), num_updates, site_parameters, True)
@@ -287,9 +288,10 @@ class VIConcave(GaussianSitesModel):
         """
         Make the q(u) of the steps the model's own, with the loss they were evaluated at
         (:attr:`QFrame.loss <gpflow_fastvi.models.q_frame.QFrame.loss>`): the level at which the
-        next steps from its sites need not evaluate it again (:class:`Fallback`). The objective
-        is the ELBO, which the steps never lower: a full-data ``training_loss`` at this θ is
-        then no higher, and adopts its own q(u).
+        next steps from its sites need not evaluate it again
+        (:class:`~gpflow_fastvi.gaussian.ascent.Fallback`). The objective is the ELBO, which the steps
+        never lower: a full-data ``training_loss`` at this θ is then no higher, and adopts its own
+        q(u).
         """
         loss = -(stepped.objective + self.log_prior_density())
         self._q_frame.store(stepped.q_mu, stepped.q_sqrt, loss)
@@ -320,8 +322,9 @@ class VIConcave(GaussianSitesModel):
 
         The steps start from the stored q(u) (:meth:`update_sites`, the full-data loss), or
         ``from_sites`` from the optimal q(u) for the sites of the stored q(u) where it was set,
-        or the stored q(u) where that is better (:meth:`_stepped_sites`, :class:`Fallback`),
-        the sites given in ``site_parameters`` (in memory) or read per batch; the result then
+        or the stored q(u) where that is better (:meth:`_stepped_sites`,
+        :class:`~gpflow_fastvi.gaussian.ascent.Fallback`), the sites given in ``site_parameters`` (in
+        memory) or read per batch; the result then
         carries the sites at the marginals of the q(u) reached in memory. With ``settled`` the
         steps end once one raised the ELBO by no more than that, relative to max(1, |ELBO|)
         (:data:`SETTLED`).
