@@ -26,8 +26,8 @@ MAX_HALVINGS = 12
 lower the ELBO; if none does, q(v) stays where it is and the steps end."""
 
 ROUND_OFF = 1e-10
-"""A step is taken if it lowers the ELBO by at most this much relative to max(1, |ELBO|): by no
-more than the rounding of a sum over the data."""
+"""A step is taken if it lowers the ELBO by at most this much relative to ``max(1, |ELBO|)``: by
+no more than the rounding of a sum over the data."""
 
 Evaluation = Tuple[tf.Tensor, Optional[SiteStatistics], Any]
 """What one pass gives of a q(v): its ELBO, its sites' statistics, and whatever else the caller
@@ -90,7 +90,7 @@ def ascend(
     When :data:`MAX_HALVINGS` halvings find no such ρ, the steps end where they are: every later
     step would try the same directions from the same q. So the q returned has an ELBO at least
     that of every start evaluated, to round-off. With ``settled``, a step taken that raised the
-    ELBO by no more than ``settled`` relative to max(1, |ELBO|) is the last.
+    ELBO by no more than ``settled`` relative to ``max(1, |ELBO|)`` is the last.
     """
     one = tf.ones((), dtype=start.m.dtype)
     starts = [start] if fallback is None else [start, fallback.q]
