@@ -14,6 +14,8 @@ from check_shapes import get_check_shapes, inherit_check_shapes
 from check_shapes.exceptions import ShapeMismatchError
 
 from gpflow_fastvi.models import ALL_MODELS, KLCorrected, PolyaGammaSVGP
+from gpflow_fastvi.models.host import PartsHost
+from gpflow_fastvi.models.natural_step import StepHost
 
 SHARED = {
     "local_sites",
@@ -160,3 +162,21 @@ def test_a_site_rule_is_held_to_its_shapes(binary_data):
         unchecked.local_sites(tf.constant(X), tf.constant(Y), Fmu, Fvar)
     with pytest.raises(ShapeMismatchError, match="Fvar"):
         model.local_sites(tf.constant(X), tf.constant(Y), Fmu, Fvar[:, 0])
+
+
+@pytest.mark.parametrize("model_class", ALL_MODELS, ids=lambda c: c.__name__)
+def test_every_model_has_what_its_parts_read_of_it(model_class, binary_data):
+    """The passes, the frame of q(u) and the natural step name the model's side of their seams
+    as protocols (models/host.py) instead of importing the model class: every model has it."""
+    X, _ = binary_data
+    likelihood = gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)
+    model = model_class(
+        gpflow.kernels.SquaredExponential(), likelihood, X[:5].copy(), num_data=len(X)
+    )
+    assert isinstance(model, PartsHost) and isinstance(model, StepHost)
+    assert not isinstance(
+        gpflow.models.SVGP(
+            gpflow.kernels.SquaredExponential(), gpflow.likelihoods.Gaussian(), X[:5].copy()
+        ),
+        StepHost,
+    )  # SVGP alone has no site rule and no parts

@@ -10,7 +10,7 @@ sites and its own step, all taken as one batch.
 """
 
 import functools
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import Any, Optional, Protocol, Tuple, runtime_checkable
 
 import tensorflow as tf
 from gpflow.base import RegressionData
@@ -26,15 +26,39 @@ from ..gaussian import (
     step_statistics,
     summed_expected_sites,
 )
-from ..types import SiteStatistics
+from ..types import Sites, SiteStatistics
+from .host import PartsHost
+from .passes import DataPasses
+from .q_frame import QFrame
 from .step_sizes import LOSS_AVERAGED_POINTS, mini_batch_step_size
 
-if TYPE_CHECKING:  # the type only: site_model imports this module
-    from .site_model import SiteModel
+
+@runtime_checkable
+class StepHost(PartsHost, Protocol):
+    """The model as the natural step sees it: what its parts see, the parts themselves, its site
+    rule, its prior density and q(v)'s stored form."""
+
+    @property
+    def _passes(self) -> DataPasses: ...
+
+    @property
+    def _q_frame(self) -> QFrame: ...
+
+    def local_sites(self, X: tf.Tensor, Y: tf.Tensor, Fmu: tf.Tensor, Fvar: tf.Tensor) -> Sites:
+        """The sites at the marginals (Fmu, Fvar) of the points X with targets Y."""
+        ...
+
+    def log_prior_density(self) -> tf.Tensor:
+        """The log prior density of the hyperparameters."""
+        ...
+
+    def _stored(self, q: WhitenedQ, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        """q(v), whitened by L, as the model stores it."""
+        ...
 
 
 def batch_sites_elbo(
-    model: "SiteModel",
+    model: StepHost,
     X: tf.Tensor,
     Y: tf.Tensor,
     L: tf.Tensor,
@@ -59,7 +83,7 @@ def batch_sites_elbo(
 
 
 def rows_expected_sites(
-    model: "SiteModel", X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
+    model: StepHost, X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
 ) -> tf.Tensor:
     """Σᵢ Σ_l E_q[a_il + b_il f_il − w_il f_il²/2] over the rows (X, Y) with the given
     ``projection``, for q(v) given as its tensors (m, R): the sum over points of
@@ -73,7 +97,7 @@ def rows_expected_sites(
 
 
 def rows_step_statistics(
-    model: "SiteModel", X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
+    model: StepHost, X: tf.Tensor, Y: tf.Tensor, projection: Projection, *q: tf.Tensor
 ) -> SiteStatistics:
     """The statistics of the sites read off q(v), given as its tensors (m, R), at the rows
     (X, Y) with the given ``projection``: the sum over points of
@@ -92,7 +116,7 @@ def rows_step_statistics(
 
 
 def stepped_natural_parameters(
-    model: "SiteModel",
+    model: StepHost,
     X: tf.Tensor,
     Y: tf.Tensor,
     L: tf.Tensor,
@@ -122,7 +146,7 @@ def stepped_natural_parameters(
 
 
 def stored_q_from_natural(
-    model: "SiteModel", natural: NaturalParameters, L: tf.Tensor
+    model: StepHost, natural: NaturalParameters, L: tf.Tensor
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """
     ``(q_mu, q_sqrt)`` as the model stores them (through L = chol(Kmm), in its family:
@@ -136,7 +160,7 @@ def stored_q_from_natural(
     return model._stored(q_from_natural(natural), L)
 
 
-def natural_gradient_step(model: "SiteModel", data: RegressionData, rho: Any) -> tf.Tensor:
+def natural_gradient_step(model: StepHost, data: RegressionData, rho: Any) -> tf.Tensor:
     """
     One stochastic variational step on the batch ``data`` = (X, Y): q(u) takes the
     natural-gradient step of size ``rho`` of :func:`stepped_natural_parameters`, and
@@ -163,7 +187,7 @@ def natural_gradient_step(model: "SiteModel", data: RegressionData, rho: Any) ->
 
 
 def _natural_gradient_step_on_replicas(
-    model: "SiteModel",
+    model: StepHost,
     X: tf.Tensor,
     Y: tf.Tensor,
     L: tf.Tensor,
@@ -198,7 +222,7 @@ def _natural_gradient_step_on_replicas(
     return sites_elbo(expected, model._whitened(q_mu, q_sqrt, L), scale)
 
 
-def _mini_batch_loss_step(model: "SiteModel", data: RegressionData) -> tf.Tensor:
+def _mini_batch_loss_step(model: StepHost, data: RegressionData) -> tf.Tensor:
     """
     The step of a mini-batch ``training_loss``: :func:`natural_gradient_step` on the batch
     with ρ = min(1, b / :data:`~gpflow_fastvi.models.step_sizes.LOSS_AVERAGED_POINTS`); returns −(the batch's estimate of the

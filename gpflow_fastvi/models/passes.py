@@ -8,7 +8,7 @@ batches, streamed, or shared among the replicas of a ``tf.distribute`` strategy
 
 import contextlib
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -41,9 +41,7 @@ from ..validation import (
     is_symbolic,
     targets_for_likelihood,
 )
-
-if TYPE_CHECKING:  # the type only: site_model imports this module
-    from .site_model import SiteModel
+from .host import PartsHost
 
 _CHECKED_STREAMS: "weakref.WeakKeyDictionary[tf.data.Dataset, weakref.ref]" = (
     weakref.WeakKeyDictionary()
@@ -61,7 +59,7 @@ class DataPasses:
     by, so checkpoints and ``print_summary`` see exactly SVGP's variables.
     """
 
-    def __init__(self, model: "SiteModel"):
+    def __init__(self, model: PartsHost):
         self.model = model
         """The model whose kernel, inducing variable, likelihood and ``num_data`` the passes use."""
         self.built_in_strategy = StrategyRef(strategy_in_scope())

@@ -4,16 +4,14 @@
 search's wild trial point does not become the state its next trial starts from.
 """
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
 import tensorflow as tf
 
 from ..gaussian import WhitenedQ, kmm_cholesky, marginals, whitened_projection
-
-if TYPE_CHECKING:  # the type only: site_model imports this module
-    from .site_model import SiteModel
+from .host import PartsHost
 
 
 class QFrame:
@@ -42,7 +40,7 @@ class QFrame:
     therefore hold exactly SVGP's variables.
     """
 
-    def __init__(self, model: "SiteModel"):
+    def __init__(self, model: PartsHost):
         self.model = model
         """The model whose q(u) this is the frame of."""
         self.kernel = gpflow.utilities.deepcopy(model.kernel)
