@@ -25,29 +25,14 @@ class PartsHost(Protocol):
     adds (:class:`~gpflow_fastvi.models.site_model.SiteModel` has them all).
     """
 
-    @property
-    def kernel(self) -> gpflow.kernels.Kernel: ...
-
-    @property
-    def likelihood(self) -> gpflow.likelihoods.Likelihood: ...
-
-    @property
-    def inducing_variable(self) -> gpflow.inducing_variables.InducingVariables: ...
-
-    @property
-    def mean_function(self) -> gpflow.mean_functions.MeanFunction: ...
-
-    @property
-    def num_data(self) -> Any: ...
-
-    @property
-    def q_mu(self) -> gpflow.Parameter: ...
-
-    @property
-    def q_sqrt(self) -> gpflow.Parameter: ...
-
-    @property
-    def trainable_variables(self) -> Sequence[tf.Variable]: ...
+    kernel: gpflow.kernels.Kernel
+    likelihood: gpflow.likelihoods.Likelihood
+    inducing_variable: gpflow.inducing_variables.InducingVariables
+    mean_function: gpflow.mean_functions.MeanFunction
+    num_data: Any
+    q_mu: gpflow.Parameter
+    q_sqrt: gpflow.Parameter
+    trainable_variables: Sequence[tf.Variable]
 
     @property
     def _target_columns(self) -> int:

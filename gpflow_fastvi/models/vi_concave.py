@@ -394,6 +394,10 @@ class VIConcave(GaussianSitesModel):
             frame = self._q_frame
             own_frame = frame.belongs_to(self.q_mu, self.q_sqrt)
             recorded = own_frame & tf.math.is_finite(frame.loss)
+            # The fallback is needless once the first start reaches the level recorded with the
+            # stored q(u), less round-off (at a fixed point of the steps the first start is the
+            # stored q(u) itself, and a sum's rounding must not decide); with no loss recorded,
+            # or q(u) set from outside since, it is always evaluated.
             level = tf.where(recorded, -frame.loss - self.log_prior_density(), tf.zeros_like(one))
             sufficient = tf.where(
                 recorded,
